@@ -1,0 +1,67 @@
+"The project's shape: a light import, one default_exp per notebook, chapters with a title and summary, docs in sync."
+import configparser, json, re, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NBS = sorted(p for p in (ROOT / "nbs").rglob("*.ipynb") if not any(s.startswith((".", "_")) for s in p.relative_to(ROOT / "nbs").parts))
+
+
+def cells(path):
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def src(cell):
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def test_import_is_light():
+    "Importing the package and every module loads torch but no plotting or widget library."
+    mods = sorted(p.stem for p in (ROOT / "transformer_tutorial").glob("*.py") if not p.stem.startswith("_"))
+    code = ("import sys, importlib\n"
+            f"for m in {mods!r}: importlib.import_module('transformer_tutorial.' + m)\n"
+            "heavy = [m for m in ('matplotlib', 'ipywidgets', 'IPython', 'pandas') if m in sys.modules]\n"
+            "print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]", f"importing transformer_tutorial loaded {out}"
+
+
+def test_every_notebook_has_its_own_default_exp():
+    exps = {}
+    for nb in NBS:
+        found = [m.group(1) for c in cells(nb) if c["cell_type"] == "code"
+                 for m in [re.match(r"#\|\s*default_exp\s+(\S+)", src(c))] if m]
+        assert len(found) == 1, f"{nb.name}: expected one default_exp cell, found {found}"
+        exps.setdefault(found[0], []).append(nb.name)
+    shared = {k: v for k, v in exps.items() if len(v) > 1}
+    assert not shared, f"notebooks sharing a default_exp: {shared}"
+
+
+@pytest.mark.parametrize("nb", NBS, ids=lambda p: p.relative_to(ROOT / "nbs").as_posix())
+def test_notebook_has_title_summary_badge_and_outputs(nb):
+    cs = cells(nb)
+    first = src(cs[0])
+    assert cs[0]["cell_type"] == "markdown" and re.match(r"# \S", first), f"{nb.name}: first cell must be '# Title'"
+    assert re.search(r"^> \S", first, re.M), f"{nb.name}: the title cell needs a '> one-line summary'"
+    assert any("colab-badge.svg" in src(c) for c in cs if c["cell_type"] == "markdown"), f"{nb.name}: no Colab badge"
+    install = [c for c in cs if c["cell_type"] == "code" and "google.colab" in src(c)]
+    assert len(install) == 1 and "#| hide" in src(install[0]) and "#| notest" in src(install[0])
+    if "exercises" not in nb.parts:  # chapters store their outputs so the site shows them
+        assert any(c.get("outputs") for c in cs if c["cell_type"] == "code"), f"{nb.name}: no stored outputs"
+
+
+def test_settings_flags_are_space_separated():
+    cfg = configparser.ConfigParser(delimiters=["="]); cfg.read(ROOT / "settings.ini")
+    assert cfg["DEFAULT"]["tst_flags"].split() == ["notest", "slow"]
+
+
+def test_quarto_config_has_one_source():
+    link = ROOT / "nbs" / "_quarto.yml"
+    assert link.is_symlink() and link.resolve() == (ROOT / "_quarto.yml").resolve()
+
+
+def test_docs_in_sync():
+    "Badges, Colab install cells, README == index, sidebar == notebooks (tools/sync_docs.py --check)."
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "sync_docs.py"), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
