@@ -1,0 +1,189 @@
+"Mutation tests for the self-checks: references pass, every registered mutant is rejected with its diagnosis."
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_tutorial import checks
+from transformer_tutorial.pitfalls import MUTANTS, diagnose
+from transformer_tutorial.attention import scaled_dot_product_attention
+from transformer_tutorial.masks import padding_mask, causal_mask
+from transformer_tutorial.multi_head import split_heads, merge_heads, MultiHeadAttention
+from transformer_tutorial.positional import sinusoidal_positional_encoding
+from transformer_tutorial.layer_norm import LayerNorm
+from transformer_tutorial.feed_forward import PositionwiseFeedForward
+from transformer_tutorial.layers import EncoderLayer, DecoderLayer
+
+REFERENCES = {
+    'check_scaled_dot_product_attention': scaled_dot_product_attention,
+    'check_padding_mask': padding_mask,
+    'check_causal_mask': causal_mask,
+    'check_split_heads': split_heads,
+    'check_merge_heads': merge_heads,
+    'check_multi_head_attention': MultiHeadAttention,
+    'check_positional_encoding': sinusoidal_positional_encoding,
+    'check_layer_norm': LayerNorm,
+    'check_feed_forward': PositionwiseFeedForward,
+    'check_encoder_layer': EncoderLayer,
+    'check_decoder_layer': DecoderLayer,
+}
+
+
+def test_every_check_has_a_reference_and_mutants():
+    assert set(REFERENCES) == set(checks.__all__)
+    assert set(REFERENCES) == {c for c, _, _ in MUTANTS.values()}
+
+
+@pytest.mark.parametrize('check', sorted(REFERENCES))
+def test_reference_passes(check, capsys):
+    getattr(checks, check)(REFERENCES[check])
+    out = capsys.readouterr().out
+    assert out.startswith('✓ ') and 'passes' in out and out.count('\n') == 1
+
+
+@pytest.mark.parametrize('name', sorted(MUTANTS))
+def test_mutant_rejected_with_diagnosis(name):
+    check, mutant, expected = MUTANTS[name]
+    with pytest.raises(AssertionError) as e:
+        getattr(checks, check)(mutant)
+    assert expected in str(e.value)
+    assert diagnose(name) == str(e.value)
+
+
+def test_diagnose_raises_on_a_correct_implementation(monkeypatch):
+    monkeypatch.setitem(MUTANTS, 'not_a_mutant', ('check_causal_mask', causal_mask, ''))
+    with pytest.raises(AssertionError, match='accepted the mutant not_a_mutant'):
+        diagnose('not_a_mutant')
+
+
+# ---- students name and order their parameters as they like
+
+class FusedQKVAttention(nn.Module):
+    "Correct multi-head attention with one fused QKV projection and other attribute names."
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.heads, self.qkv_proj, self.out_proj = num_heads, nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+
+    def forward(self, query, key, value, mask=None):
+        d = query.size(-1)
+        W, b = self.qkv_proj.weight, self.qkv_proj.bias
+        q, k, v = (split_heads(t @ W[i * d:(i + 1) * d].T + b[i * d:(i + 1) * d], self.heads) for i, t in enumerate((query, key, value)))
+        o, w = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(o)), w
+
+
+class OutFirstAttention(nn.Module):
+    "Correct attention, no biases, output projection registered first, renamed attributes."
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.h = num_heads
+        self.proj_out = nn.Linear(d_model, d_model, bias=False)
+        self.to_q, self.to_k, self.to_v = (nn.Linear(d_model, d_model, bias=False) for _ in range(3))
+
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (split_heads(f(t), self.h) for f, t in ((self.to_q, query), (self.to_k, key), (self.to_v, value)))
+        o, w = scaled_dot_product_attention(q, k, v, mask)
+        return self.proj_out(merge_heads(o)), w
+
+
+class GammaBetaNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.gamma, self.beta, self.eps = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model)), eps
+
+    def forward(self, x):
+        mu, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, unbiased=False)
+        return self.gamma * (x - mu) / torch.sqrt(var + self.eps) + self.beta
+
+
+class SequentialFFN(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+
+    def forward(self, x): return self.net(x)
+
+
+class StudentEncoderLayer(nn.Module):
+    "Pre-LN encoder layer: norms registered first, fused attention, nn.LayerNorm, different names."
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.ln_ff, self.ln_attn = nn.LayerNorm(d_model), GammaBetaNorm(d_model)
+        self.attention, self.mlp = FusedQKVAttention(d_model, num_heads), SequentialFFN(d_model, d_ff)
+
+    def forward(self, x, mask=None):
+        y = self.ln_attn(x)
+        x = x + self.attention(y, y, y, mask)[0]
+        return x + self.mlp(self.ln_ff(x))
+
+
+class StudentDecoderLayer(nn.Module):
+    "Pre-LN decoder layer: cross-attention registered before self-attention, renamed everything."
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.enc_dec, self.masked = OutFirstAttention(d_model, num_heads), FusedQKVAttention(d_model, num_heads)
+        self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(3))
+        self.mlp = SequentialFFN(d_model, d_ff)
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        y = self.norms[0](x); x = x + self.masked(y, y, y, tgt_mask)[0]
+        y = self.norms[1](x); x = x + self.enc_dec(y, memory, memory, memory_mask)[0]
+        return x + self.mlp(self.norms[2](x))
+
+
+@pytest.mark.parametrize('check,cls', [
+    ('check_multi_head_attention', FusedQKVAttention),
+    ('check_multi_head_attention', OutFirstAttention),
+    ('check_layer_norm', GammaBetaNorm),
+    ('check_layer_norm', nn.LayerNorm),
+    ('check_feed_forward', SequentialFFN),
+    ('check_encoder_layer', StudentEncoderLayer),
+    ('check_decoder_layer', StudentDecoderLayer),
+])
+def test_renamed_student_classes_pass(check, cls, capsys):
+    getattr(checks, check)(cls)
+    assert capsys.readouterr().out.startswith('✓ ')
+
+
+# ---- the checks' own references are the package's, and failures are specific
+
+def test_functional_references_match_the_modules():
+    ref = checks._fill_(MultiHeadAttention(12, 3), seed=0)
+    q, kv, m = torch.randn(2, 4, 12), torch.randn(2, 6, 12), checks._row_mask(2, 1, 1, 6, seed=1)
+    torch.testing.assert_close(checks._mha(ref, q, kv, kv, m)[0], ref(q, kv, kv, m)[0], atol=1e-6, rtol=1e-5)
+    for Layer, args in ((EncoderLayer, ()), (DecoderLayer, (torch.randn(2, 7, 12),))):
+        layer = checks._fill_(Layer(12, 3, 20), seed=2).eval()
+        x = torch.randn(2, 5, 12)
+        kw = dict(memory=args[0]) if args else {}
+        with torch.no_grad():
+            torch.testing.assert_close(checks._layer_ref(layer, x, **kw), layer(x, *args), atol=1e-6, rtol=1e-5)
+
+
+def test_exception_in_student_code_names_the_shapes():
+    def broken(query, key, value, mask=None): return query @ key, None
+    with pytest.raises(AssertionError, match=r"raised RuntimeError.*\(2, 3, 4, 8\)"):
+        checks.check_scaled_dot_product_attention(broken)
+
+
+def test_wrong_output_shape_names_the_expected_shape():
+    with pytest.raises(AssertionError, match=r"expected \(1, 1, size, size\)"):
+        checks.check_causal_mask(lambda size: torch.ones(size, dtype=torch.bool))
+    with pytest.raises(AssertionError, match=r"returned \(weights, output\)"):
+        checks.check_scaled_dot_product_attention(lambda q, k, v, mask=None: scaled_dot_product_attention(q, k, v, mask)[::-1])
+
+
+def test_pytorch_multihead_attention_is_rejected_for_its_averaged_weights():
+    with pytest.raises(AssertionError, match=r"weights have shape \(2, 5, 5\), expected \(2, 1, 5, 5\)"):
+        checks.check_multi_head_attention(lambda d, h: nn.MultiheadAttention(d, h, batch_first=True))
+
+
+def test_checks_leave_the_global_rng_alone():
+    torch.manual_seed(123); a = torch.rand(3)
+    torch.manual_seed(123); checks.check_layer_norm(LayerNorm); checks.check_multi_head_attention(MultiHeadAttention); b = torch.rand(3)
+    assert torch.equal(a, b)
+
+
+def test_square_pe_transposed_and_odd_sizes():
+    with pytest.raises(AssertionError, match='transposed|swapped'):
+        checks.check_positional_encoding(lambda n, d: sinusoidal_positional_encoding(d, n).T if n == d else sinusoidal_positional_encoding(n, d).T)
