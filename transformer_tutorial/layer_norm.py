@@ -5,11 +5,11 @@
 # %% auto #0
 __all__ = ['LayerNorm', 'SublayerConnection']
 
-# %% ../nbs/05_layer_norm.ipynb #57b10730
+# %% ../nbs/05_layer_norm.ipynb #190e701c
 import torch
 from torch import nn
 
-# %% ../nbs/05_layer_norm.ipynb #cc8f6f03
+# %% ../nbs/05_layer_norm.ipynb #4c6461ce
 class LayerNorm(nn.Module):
     "Normalize the last dimension to mean 0 and variance 1 (biased, eps inside the root), then scale and shift."
     def __init__(self, d_model, eps=1e-5):
@@ -21,11 +21,11 @@ class LayerNorm(nn.Module):
     def forward(self, x):
         if x.size(-1) != self.d_model:
             raise ValueError(f"LayerNorm expects the last dimension to be d_model={self.d_model}, got shape {tuple(x.shape)}")
-        mean = x.mean(-1, keepdim=True)                   # (..., 1)
-        var = x.var(-1, keepdim=True, unbiased=False)     # (..., 1), biased: divide by d
-        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+        centered = x - x.mean(-1, keepdim=True)              # (..., d_model): x - mu
+        var = (centered * centered).mean(-1, keepdim=True)   # (..., 1), biased: divide by d
+        return centered * torch.rsqrt(var + self.eps) * self.weight + self.bias
 
-# %% ../nbs/05_layer_norm.ipynb #c16a4b3c
+# %% ../nbs/05_layer_norm.ipynb #d9d18922
 class SublayerConnection(nn.Module):
     "A residual around `sublayer`: pre-LN x + drop(f(norm(x))) or post-LN norm(x + drop(f(x)))."
     def __init__(self, d_model, dropout=0.0, norm_first=True):

@@ -1,0 +1,61 @@
+"The transformer-tutorial command line, in-process and as the installed console script."
+import json, shutil, subprocess, sys, types
+import pytest
+from transformer_tutorial.cli import main, parse_tokens, UsageError
+
+
+@pytest.fixture(scope='module')
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp('cli') / 'run'
+    return out
+
+
+def test_train_writes_files_and_json(run_dir, capsys):
+    rc = main(['train', '--steps', '20', '--out', str(run_dir), '--json', '--device', 'cpu', '--seed', '1'])
+    out = capsys.readouterr().out
+    assert rc == 0
+    metrics = json.loads(out.strip().splitlines()[-1])
+    assert metrics['steps'] == 20 and metrics['n'] == 1000 and metrics['task'] == 'copy'
+    assert 0 <= metrics['exact_match'] <= metrics['token_accuracy'] <= 1
+    assert 'token accuracy' in out
+    assert sorted(p.name for p in run_dir.iterdir()) == ['attention.png', 'loss.png', 'model.pt']
+    assert (run_dir / 'loss.png').read_bytes()[:4] == b'\x89PNG'
+
+
+def test_decode_good_and_bad(run_dir, capsys):
+    if not (run_dir / 'model.pt').exists(): main(['train', '--steps', '5', '--out', str(run_dir)])
+    capsys.readouterr()
+    assert main(['decode', '--checkpoint', str(run_dir / 'model.pt'), '3 5 7 12']) == 0
+    assert all(t.isdigit() for t in capsys.readouterr().out.split())
+    assert main(['decode', '--checkpoint', str(run_dir / 'model.pt'), '3 5 13']) == 2
+    err = capsys.readouterr().err
+    assert 'token 13 is outside the vocabulary; data tokens are 3..12' in err and 'Traceback' not in err
+    assert main(['decode', '--checkpoint', str(run_dir / 'model.pt'), '3 2']) == 2
+    assert 'special token' in capsys.readouterr().err
+    assert main(['decode', '--checkpoint', str(run_dir / 'missing.pt'), '3']) == 2
+    assert 'no checkpoint at' in capsys.readouterr().err
+
+
+def test_parse_tokens():
+    assert parse_tokens('3 4, 12', 13, 10) == [3, 4, 12]
+    with pytest.raises(UsageError, match='not an integer'): parse_tokens('3 x', 13, 10)
+    with pytest.raises(UsageError, match='no tokens'): parse_tokens('  ', 13, 10)
+    with pytest.raises(UsageError, match='at most 10'): parse_tokens(' '.join(['3'] * 11), 13, 10)
+
+
+def test_make_assignments_is_wired(monkeypatch, tmp_path, capsys):
+    calls = []
+    fake = types.ModuleType('transformer_tutorial.assignments')
+    fake.make_assignments = lambda out_dir, source=None: calls.append((out_dir, source))
+    monkeypatch.setitem(sys.modules, 'transformer_tutorial.assignments', fake)
+    assert main(['make-assignments', str(tmp_path / 'a'), '--source', 'nbs']) == 0
+    assert calls == [(str(tmp_path / 'a'), 'nbs')]
+
+
+def test_console_script_bad_token_exit_code(run_dir):
+    exe = shutil.which('transformer-tutorial')
+    cmd = [exe] if exe else [sys.executable, '-c', 'import sys; from transformer_tutorial.cli import main; sys.exit(main())']
+    r = subprocess.run(cmd + ['decode', '--checkpoint', str(run_dir / 'nope.pt'), '3 99'], capture_output=True, text=True)
+    assert r.returncode == 2 and 'no checkpoint at' in r.stderr and 'Traceback' not in r.stderr
+    r = subprocess.run(cmd + ['train', '--task', 'sort'], capture_output=True, text=True)
+    assert r.returncode == 2 and "invalid choice: 'sort'" in r.stderr

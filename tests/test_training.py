@@ -1,0 +1,131 @@
+"Training utilities: batches, loss, schedule, the loop, attention capture and checkpoints."
+import math
+import pytest
+import torch
+from torch import nn
+from transformer_tutorial.model import Transformer
+from transformer_tutorial.training import (select_device, shift_right, make_batch, sequence_loss, warmup_inverse_sqrt,
+                                           make_optimizer, train, record_attention, save_checkpoint, load_checkpoint,
+                                           CheckpointError)
+
+PAD, START, END = 0, 1, 2
+
+
+def toy_batches(seed, batch_size=16, length=5, vocab=8):
+    g = torch.Generator().manual_seed(seed)
+    def next_batch():
+        src = torch.randint(3, vocab, (batch_size, length), generator=g)
+        return make_batch(src, torch.cat([src, torch.full((batch_size, 1), END)], 1), PAD, START)
+    next_batch.generator = g
+    return next_batch
+
+
+def toy_run(steps, seed=0):
+    torch.manual_seed(seed)
+    model = Transformer(8, 8, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.0, max_len=16)
+    opt, sched = make_optimizer(model, lr=3e-3, warmup=10)
+    nb = toy_batches(seed)
+    return model, opt, sched, nb, train(model, nb, steps, opt, sched, PAD, device='cpu', progress=False)
+
+
+def test_select_device():
+    assert select_device('cpu') == torch.device('cpu')
+    assert select_device().type in ('cpu', 'cuda', 'mps')
+
+
+def test_make_batch_shift_and_masks():
+    src = torch.tensor([[5, 7, 3], [4, 0, 0]])
+    tgt = torch.tensor([[5, 7, 3, END], [4, END, 0, 0]])
+    b = make_batch(src, tgt, PAD, START)
+    assert b.tgt_in.tolist() == [[START, 5, 7, 3], [START, 4, END, 0]]
+    assert torch.equal(shift_right(tgt, START)[:, 1:], tgt[:, :-1])
+    assert b.src_mask[1, 0, 0].tolist() == [True, False, False]
+    assert b.tgt_mask.shape == (2, 1, 4, 4) and not b.tgt_mask[0, 0, 0, 1] and b.tgt_mask[0, 0, 3, 0]
+
+
+def test_sequence_loss_ignores_pads_and_smooths():
+    torch.manual_seed(0)
+    logits, target = torch.randn(1, 3, 5), torch.tensor([[4, 3, PAD]])
+    logp = logits.log_softmax(-1)[0, :2]
+    torch.testing.assert_close(sequence_loss(logits, target, PAD), -logp[[0, 1], [4, 3]].mean())
+    q = torch.full((2, 5), 0.1 / 5); q[[0, 1], [4, 3]] += 0.9
+    torch.testing.assert_close(sequence_loss(logits, target, PAD, 0.1), -(q * logp).sum(-1).mean())
+    with pytest.raises(ValueError, match='disagree'):
+        sequence_loss(logits, target[:, :2], PAD)
+
+
+def test_schedule_matches_paper_formula():
+    d_model, warmup = 512, 400
+    opt, sched = make_optimizer(nn.Linear(2, 2), lr=d_model ** -0.5 * warmup ** -0.5, warmup=warmup)
+    got = []
+    for _ in range(2000): got.append(opt.param_groups[0]['lr']); opt.step(); sched.step()
+    want = [d_model ** -0.5 * min(s ** -0.5, s * warmup ** -1.5) for s in range(1, 2001)]
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-6, atol=0)
+    assert opt.param_groups[0]['betas'] == (0.9, 0.98) and opt.param_groups[0]['eps'] == 1e-9
+
+
+def test_schedule_cooldown_and_errors():
+    f = warmup_inverse_sqrt(10, total=100, cooldown=0.5)
+    assert f(9) == pytest.approx(1.0) and f(49) == pytest.approx(math.sqrt(10 / 50))
+    assert f(99) == pytest.approx(math.sqrt(10 / 100) / 50)  # last step: 1/n_cool of the inverse-sqrt value
+    with pytest.raises(ValueError, match='warmup must be'): warmup_inverse_sqrt(0)
+    with pytest.raises(ValueError, match='total'): warmup_inverse_sqrt(10, cooldown=0.3)
+
+
+def test_training_lowers_loss_and_is_reproducible():
+    *_, h1 = toy_run(80)
+    *_, h2 = toy_run(80)
+    assert sum(h1['loss'][-10:]) < 0.7 * sum(h1['loss'][:10])
+    assert h1['loss'] == h2['loss'] and len(h1['lr']) == len(h1['accuracy']) == 80
+    *_, h3 = toy_run(80, seed=1)
+    assert h3['loss'] != h1['loss']
+
+
+def test_record_attention():
+    model, *_ , nb, _ = toy_run(5)
+    b = nb(); model.eval()
+    with torch.no_grad():
+        plain = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)
+        with record_attention(model) as attn:
+            hooked = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)
+    assert set(attn) == {'encoder.layers.0.self_attn', 'decoder.layers.0.self_attn', 'decoder.layers.0.cross_attn'}
+    assert attn['decoder.layers.0.cross_attn'].shape == (16, 2, 6, 5)
+    assert attn['decoder.layers.0.self_attn'][0, 0].triu(1).abs().max() == 0  # causal
+    torch.testing.assert_close(attn['encoder.layers.0.self_attn'].sum(-1), torch.ones(16, 2, 5))
+    torch.testing.assert_close(hooked, plain, atol=1e-5, rtol=1e-5)
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def test_checkpoint_round_trip_and_exact_resume(tmp_path):
+    model, opt, sched, nb, hist = toy_run(30)
+    save_checkpoint(tmp_path / 'a.pt', model, opt, sched, hist, generator=nb.generator)
+    loaded, state = load_checkpoint(tmp_path / 'a.pt')
+    b = nb(); model.eval(); loaded.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(b.src, b.tgt_in, b.src_mask, b.tgt_mask), model(b.src, b.tgt_in, b.src_mask, b.tgt_mask), atol=0, rtol=0)
+    assert state['step'] == 30 and state['config'] == model.config.to_dict()
+    # resume: 20 + 10 == 30
+    m1, o1, s1, nb1, h1 = toy_run(20)
+    save_checkpoint(tmp_path / 'b.pt', m1, o1, s1, h1, generator=nb1.generator)
+    m2, st = load_checkpoint(tmp_path / 'b.pt')
+    o2, s2 = make_optimizer(m2, lr=3e-3, warmup=10)
+    nb2 = toy_batches(999)
+    load_checkpoint(tmp_path / 'b.pt', optimizer=o2, scheduler=s2, generator=nb2.generator)
+    h2 = train(m2, nb2, 10, o2, s2, PAD, device='cpu', history=st['history'], progress=False)
+    assert h2['loss'] == hist['loss']
+
+
+def test_bad_checkpoints(tmp_path):
+    model, *_ = toy_run(1)
+    save_checkpoint(tmp_path / 'good.pt', model)
+    (tmp_path / 'cut.pt').write_bytes((tmp_path / 'good.pt').read_bytes()[:1500])
+    (tmp_path / 'text.txt').write_text('hello')
+    torch.save({'weights': torch.ones(2)}, tmp_path / 'foreign.pt')
+    torch.save([1, 2, 3], tmp_path / 'list.pt')
+    with pytest.raises(FileNotFoundError, match='no checkpoint at .*missing.pt'): load_checkpoint(tmp_path / 'missing.pt')
+    for name in ['cut.pt', 'text.txt']:
+        with pytest.raises(CheckpointError, match=f'{name} is not a readable checkpoint') as e: load_checkpoint(tmp_path / name)
+        assert e.value.__suppress_context__  # raised from None: no pickle internals in the traceback
+    for name in ['foreign.pt', 'list.pt']:
+        with pytest.raises(CheckpointError, match=f'{name} is a torch file but not a transformer_tutorial checkpoint'):
+            load_checkpoint(tmp_path / name)
