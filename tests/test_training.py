@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from transformer_tutorial.model import Transformer
 from transformer_tutorial.training import (select_device, shift_right, make_batch, sequence_loss, warmup_inverse_sqrt,
-                                           make_optimizer, train, record_attention, save_checkpoint, load_checkpoint,
+                                           make_optimizer, train, record_attention, save_checkpoint, load_checkpoint, resume_training_state,
                                            CheckpointError)
 
 PAD, START, END = 0, 1, 2
@@ -110,7 +110,7 @@ def test_checkpoint_round_trip_and_exact_resume(tmp_path):
     m2, st = load_checkpoint(tmp_path / 'b.pt')
     o2, s2 = make_optimizer(m2, lr=3e-3, warmup=10)
     nb2 = toy_batches(999)
-    load_checkpoint(tmp_path / 'b.pt', optimizer=o2, scheduler=s2, generator=nb2.generator)
+    resume_training_state(st, optimizer=o2, scheduler=s2, generator=nb2.generator)
     h2 = train(m2, nb2, 10, o2, s2, PAD, device='cpu', history=st['history'], progress=False)
     assert h2['loss'] == hist['loss']
 

@@ -4,9 +4,10 @@
 
 # %% auto #0
 __all__ = ['select_device', 'shift_right', 'Batch', 'make_batch', 'sequence_loss', 'warmup_inverse_sqrt', 'make_optimizer',
-           'train', 'record_attention', 'CheckpointError', 'save_checkpoint', 'load_checkpoint']
+           'train', 'record_attention', 'CheckpointError', 'save_checkpoint', 'load_checkpoint',
+           'resume_training_state']
 
-# %% ../nbs/10_training.ipynb #76db02c1
+# %% ../nbs/10_training.ipynb #e3c5528c
 import math, os
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from .masks import padding_mask, target_mask
 from .multi_head import MultiHeadAttention
 from .model import Transformer
 
-# %% ../nbs/10_training.ipynb #f3f97a74
+# %% ../nbs/10_training.ipynb #4bdaba95
 def select_device(device=None):
     "The given device, else cuda, then mps, then cpu."
     if device is not None: return torch.device(device)
@@ -25,7 +26,7 @@ def select_device(device=None):
     if getattr(torch.backends, 'mps', None) is not None and torch.backends.mps.is_available(): return torch.device('mps')
     return torch.device('cpu')
 
-# %% ../nbs/10_training.ipynb #75ac9eec
+# %% ../nbs/10_training.ipynb #0b918507
 def shift_right(tgt, start_id):
     "Decoder input: the start token, then the target without its last token."
     start = torch.full_like(tgt[:, :1], start_id)
@@ -42,14 +43,14 @@ def make_batch(src, tgt, pad_id, start_id):
     tgt_in = shift_right(tgt, start_id)
     return Batch(src, tgt_in, tgt, padding_mask(src, pad_id), target_mask(tgt_in, pad_id))
 
-# %% ../nbs/10_training.ipynb #79ef0e2e
+# %% ../nbs/10_training.ipynb #0c60b952
 def sequence_loss(logits, target, pad_id, label_smoothing=0.0):
     "Mean cross-entropy over non-pad target tokens; `logits` (B, L, V), `target` (B, L)."
     if logits.shape[:2] != target.shape:
         raise ValueError(f"logits (B, L, V) and target (B, L) disagree: {tuple(logits.shape)} vs {tuple(target.shape)}")
     return F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=pad_id, label_smoothing=label_smoothing)
 
-# %% ../nbs/10_training.ipynb #f85d198a
+# %% ../nbs/10_training.ipynb #bb522811
 def warmup_inverse_sqrt(warmup, total=None, cooldown=0.0):
     "LR factor: linear warmup to 1 at step `warmup`, then 1/√step decay; optionally a linear cooldown to 0 over the last `cooldown` fraction of `total` steps."
     if warmup < 1: raise ValueError(f"warmup must be at least 1 step, got {warmup}")
@@ -67,7 +68,7 @@ def make_optimizer(model, lr, warmup, weight_decay=0.0, total=None, cooldown=0.0
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=weight_decay)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_inverse_sqrt(warmup, total, cooldown))
 
-# %% ../nbs/10_training.ipynb #b1bec1a9
+# %% ../nbs/10_training.ipynb #520e59d2
 def _autocast(device):
     "bf16 autocast on CUDA where supported, fp16 with a grad scaler otherwise on CUDA, nothing elsewhere."
     if device.type != 'cuda': return nullcontext(), None
@@ -75,7 +76,7 @@ def _autocast(device):
     scaler = torch.amp.GradScaler('cuda') if dtype == torch.float16 else None
     return torch.autocast('cuda', dtype=dtype), scaler
 
-# %% ../nbs/10_training.ipynb #eb826b62
+# %% ../nbs/10_training.ipynb #fa4dae3a
 def train(model, next_batch, steps, optimizer, scheduler, pad_id, label_smoothing=0.0, clip=1.0,
           device=None, history=None, progress=True, desc='train'):
     "Train for `steps` batches from `next_batch()`; returns the history dict of loss, accuracy and lr per step."
@@ -104,7 +105,7 @@ def train(model, next_batch, steps, optimizer, scheduler, pad_id, label_smoothin
         bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.2e}")
     return history
 
-# %% ../nbs/10_training.ipynb #bd8df193
+# %% ../nbs/10_training.ipynb #4e375a12
 @contextmanager
 def record_attention(model):
     "Within the block, every `MultiHeadAttention` in `model` keeps its weights (B, H, Lq, Lk) in the yielded dict, by module name."
@@ -121,7 +122,7 @@ def record_attention(model):
     finally:
         for h in handles: h.remove()
 
-# %% ../nbs/10_training.ipynb #ea1e9d80
+# %% ../nbs/10_training.ipynb #1f7d4c44
 class CheckpointError(ValueError):
     "A file that is not a readable transformer_tutorial checkpoint."
 
@@ -139,8 +140,8 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, history=None, g
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     torch.save(state, path)
 
-def load_checkpoint(path, map_location='cpu', optimizer=None, scheduler=None, generator=None):
-    "Read a checkpoint saved by `save_checkpoint`; returns (model, state dict). Restores the given optimizer, scheduler and generator."
+def load_checkpoint(path, map_location='cpu'):
+    "Read a checkpoint saved by `save_checkpoint`; returns (model, state dict)."
     path = os.fspath(path)
     if not os.path.isfile(path): raise FileNotFoundError(f"no checkpoint at {path}")
     try: state = torch.load(path, map_location=map_location, weights_only=True)
@@ -151,8 +152,11 @@ def load_checkpoint(path, map_location='cpu', optimizer=None, scheduler=None, ge
         raise CheckpointError(f"{path} is a torch file but not a transformer_tutorial checkpoint (no format '{_FORMAT}')")
     model = Transformer.from_config(state['config'])
     model.load_state_dict(state['model'])
+    return model, state
+
+def resume_training_state(state, optimizer=None, scheduler=None, generator=None):
+    "Put a loaded checkpoint's optimizer, scheduler, batch-generator and torch RNG states back, to continue training exactly."
     if optimizer is not None: optimizer.load_state_dict(state['optimizer'])
     if scheduler is not None: scheduler.load_state_dict(state['scheduler'])
     if generator is not None and state.get('generator') is not None: generator.set_state(state['generator'])
-    if optimizer is not None and state.get('torch_rng') is not None: torch.set_rng_state(state['torch_rng'])  # resuming: continue the dropout stream
-    return model, state
+    if state.get('torch_rng') is not None: torch.set_rng_state(state['torch_rng'])  # continue the dropout stream
