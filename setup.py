@@ -2,9 +2,12 @@
 
 Unlike nbdev's template this does not import `pkg_resources`, which current setuptools no longer ships.
 """
+import shutil
 from configparser import ConfigParser
+from pathlib import Path
 
 import setuptools
+from setuptools.command.build_py import build_py
 
 config = ConfigParser(delimiters=["="])
 config.read("settings.ini", encoding="utf-8")
@@ -17,6 +20,15 @@ py_versions = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
 
 def version_tuple(v):
     return tuple(int(part) for part in v.split("."))
+
+
+class build_py_with_exercises(build_py):
+    "Ship the exercise notebooks (nbs/exercises/*.ipynb, the source nbdev renders) inside the package, as `exercises/`."
+    def run(self):
+        super().run()
+        dest = Path(self.build_lib) / cfg["lib_path"] / "exercises"
+        dest.mkdir(parents=True, exist_ok=True)
+        for nb in sorted(Path(cfg["nbs_path"], "exercises").glob("ex*.ipynb")): shutil.copyfile(nb, dest / nb.name)
 
 
 min_python = cfg["min_python"]
@@ -50,4 +62,5 @@ setuptools.setup(
         "nbdev": [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"],
     },
     zip_safe=False,
+    cmdclass={"build_py": build_py_with_exercises},
 )

@@ -78,8 +78,10 @@ def test_make_assignments_links_and_errors(tmp_path):
     paths = make_assignments(tmp_path / "a", source=EXERCISES, badge_url="https://colab.example/{name}",
                              site_url="https://site.example/course/")
     text = paths[0].read_text(encoding="utf-8")
-    assert "(https://colab.example/ex01_attention.ipynb)" in text and "github/" not in text
-    assert "(https://site.example/course/01_attention.html)" in text and "../01_attention.ipynb" not in text
+    badge = next(c["source"] for c in json.loads(text)["cells"] if "colab-badge.svg" in "".join(c["source"]))
+    assert badge == ['<a href="https://colab.example/ex01_attention.ipynb"><img src="https://colab.research.google.com/assets/colab-badge.svg" alt="Open In Colab"></a>']
+    assert "github/" not in text and "solution notebook" not in text
+    assert "(https://site.example/course/attention.html)" in text and "../01_attention.ipynb" not in text  # nbdev drops the 01_
     with pytest.raises(FileNotFoundError, match="source must be a folder"): make_assignments(tmp_path / "b", source=tmp_path / "nope")
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no .ipynb"): make_assignments(tmp_path / "b", source=tmp_path / "empty")

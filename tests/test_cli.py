@@ -46,10 +46,10 @@ def test_parse_tokens():
 def test_make_assignments_is_wired(monkeypatch, tmp_path, capsys):
     calls = []
     fake = types.ModuleType('transformer_tutorial.assignments')
-    fake.make_assignments = lambda out_dir, source=None: calls.append((out_dir, source))
+    fake.make_assignments = lambda out_dir, source=None, force=False: calls.append((out_dir, source, force)) or []
     monkeypatch.setitem(sys.modules, 'transformer_tutorial.assignments', fake)
-    assert main(['make-assignments', str(tmp_path / 'a'), '--source', 'nbs']) == 0
-    assert calls == [(str(tmp_path / 'a'), 'nbs')]
+    assert main(['make-assignments', str(tmp_path / 'a'), '--source', 'nbs', '--force']) == 0
+    assert calls == [(str(tmp_path / 'a'), 'nbs', True)]
 
 
 def test_console_script_bad_token_exit_code(run_dir):
@@ -59,3 +59,48 @@ def test_console_script_bad_token_exit_code(run_dir):
     assert r.returncode == 2 and 'no checkpoint at' in r.stderr and 'Traceback' not in r.stderr
     r = subprocess.run(cmd + ['train', '--task', 'sort'], capture_output=True, text=True)
     assert r.returncode == 2 and "invalid choice: 'sort'" in r.stderr
+
+
+@pytest.mark.parametrize('args, msg', [
+    (['train', '--device', 'tpu'], "unknown device 'tpu'"),
+    (['train', '--device', 'cuda:99' if __import__('torch').cuda.is_available() else 'cuda'], 'CUDA'),
+    (['train', '--out', __file__], 'is a file; give a folder'),
+])
+def test_train_bad_arguments_get_one_line(args, msg, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert msg in err and 'Traceback' not in err and err.count('\n') == 1
+
+
+@pytest.mark.parametrize('value, msg', [(str(2 ** 64), 'between 0 and 2**63 - 1'), ('-1', 'between 0'), ('x', 'not an integer')])
+def test_seed_out_of_range_is_a_usage_error(value, msg, capsys):
+    with pytest.raises(SystemExit) as e: main(['train', '--seed', value])
+    assert e.value.code == 2 and msg in capsys.readouterr().err
+
+
+def test_make_assignments_refuses_to_overwrite(tmp_path, capsys):
+    out = tmp_path / 'class'
+    assert main(['make-assignments', str(out)]) == 0
+    edited = out / 'ex01_attention.ipynb'
+    edited.write_text(edited.read_text() + ' ')
+    assert main(['make-assignments', str(out)]) == 2
+    err = capsys.readouterr().err
+    assert 'already holds ex01_attention.ipynb' in err and '--force' in err and 'Traceback' not in err
+    assert main(['make-assignments', str(out), '--force']) == 0
+    assert (out / 'ex01_attention.ipynb.bak').read_text().endswith(' ')  # the edited notebook is kept
+    assert main(['make-assignments', str(edited)]) == 2
+    assert 'is a file; give a folder' in capsys.readouterr().err
+
+
+def test_ctrl_c_saves_progress(tmp_path, monkeypatch, capsys):
+    "Ctrl-C during training: the progress is saved, the message says where, exit code 130."
+    import transformer_tutorial.copy_task as ct
+    def interrupt(*a, **kw): raise KeyboardInterrupt  # Ctrl-C right after the first 20 steps
+    monkeypatch.setattr(ct, 'evaluate', interrupt)
+    out = tmp_path / 'run'
+    assert main(['train', '--steps', '20', '--out', str(out), '--device', 'cpu']) == 130
+    err = capsys.readouterr().err
+    assert 'interrupted after 20 steps' in err and str(out / 'model.pt') in err and 'Traceback' not in err
+    from transformer_tutorial.training import load_checkpoint
+    _, state = load_checkpoint(out / 'model.pt')
+    assert state['step'] == 20 and state['metrics']['interrupted']

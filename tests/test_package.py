@@ -65,3 +65,14 @@ def test_docs_in_sync():
     "Badges, Colab install cells, README == index, sidebar == notebooks (tools/sync_docs.py --check)."
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "sync_docs.py"), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_readme_links_to_site_pages_that_exist():
+    "README's links into the site use nbdev's page names (`01_attention.ipynb` renders to `attention.html`)."
+    from transformer_tutorial.assignments import _site_page
+    cfg = configparser.ConfigParser(delimiters=["="]); cfg.read(ROOT / "settings.ini")
+    c = cfg["DEFAULT"]
+    site = f"{c['doc_host']}{c['doc_baseurl']}".replace("%(user)s", c["user"]).replace("%(repo)s", c["repo"])
+    pages = {_site_page(p.relative_to(ROOT / "nbs").as_posix()) for p in NBS}
+    links = re.findall(re.escape(site) + r"/([\w/.-]+\.html)", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert links and not [l for l in links if l not in pages], sorted(set(links) - pages)

@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """Keep the parts of the notebooks and README that derive from settings.ini and nbs/index.ipynb in sync.
 
-- every notebook's "Open in Colab" badge points at its own file in the repository named in settings.ini;
+- every notebook's "Open in Colab" badge points at its own file in the repository named in settings.ini (an exercise's
+  badge at its student version in assignments/, with a link for teachers to the solution notebook);
 - every notebook has the hidden Colab-only install cell, installing from that repository;
+- assignments/ holds the student versions of nbs/exercises, made by `make_assignments` (never edited by hand);
 - README.md is the home page (nbs/index.ipynb) as Markdown (nbdev_readme would need Quarto);
 - nbs/sidebar.yml lists every notebook exactly once.
 
@@ -13,9 +15,11 @@ import argparse, configparser, re, sys
 from pathlib import Path
 
 import nbformat
+from transformer_tutorial.assignments import _colab_badge, _site_page, _student_version
 
 ROOT = Path(__file__).resolve().parent.parent
 BADGE_MARK, INSTALL_MARK = "colab-badge.svg", "google.colab"
+STUDENT_DIR = "assignments"  # the generated student versions of nbs/exercises
 
 
 def settings():
@@ -29,10 +33,19 @@ def notebooks(cfg):
     return sorted(p for p in nbs.rglob("*.ipynb") if not any(part.startswith((".", "_")) for part in p.relative_to(nbs).parts))
 
 
+def colab_url(cfg, rel):
+    "The Colab address of the repository file at `rel`."
+    return f"https://colab.research.google.com/github/{cfg['user']}/{cfg['repo']}/blob/{cfg['branch']}/{rel}"
+
+
 def badge_source(cfg, nb_path):
+    "The badge cell: HTML, so that Quarto shows an inline badge with alt text rather than a captioned figure."
     rel = nb_path.relative_to(ROOT).as_posix()
-    url = f"https://colab.research.google.com/github/{cfg['user']}/{cfg['repo']}/blob/{cfg['branch']}/{rel}"
-    return f"[![Open In Colab](https://colab.research.google.com/assets/{BADGE_MARK})]({url})"
+    if nb_path.parent.name != "exercises": return _colab_badge(colab_url(cfg, rel))
+    return (_colab_badge(colab_url(cfg, f"{STUDENT_DIR}/{nb_path.name}")) + " opens your own copy of this exercise, where "
+            "each function body to write is a `raise NotImplementedError(...)` line.\n"
+            f"Teachers: [the solution notebook]({colab_url(cfg, rel)}) has the solutions between nbgrader's markers; "
+            "on the course site each solution is folded behind *Show a solution*.")
 
 
 def install_source(cfg):
@@ -77,7 +90,7 @@ def sync_notebook(cfg, path, write):
 def site_links(cfg, text):
     "Point links to sibling notebooks at their pages on the rendered site (README sits outside nbs/)."
     site = f"{cfg['doc_host']}{cfg['doc_baseurl']}".rstrip("/")
-    return re.sub(r"\]\((?!https?:)([\w/.-]+)\.ipynb\)", lambda m: f"]({site}/{m.group(1)}.html)", text)
+    return re.sub(r"\]\((?!https?:)([\w/.-]+\.ipynb)\)", lambda m: f"]({site}/{_site_page(m.group(1))})", text)
 
 
 def readme_text(cfg):
@@ -106,6 +119,23 @@ def sidebar_problems(cfg):
     return problems
 
 
+def student_problems(cfg, write):
+    "assignments/ must hold exactly the student versions of nbs/exercises, badges pointing at themselves."
+    src, out = ROOT / cfg["nbs_path"] / "exercises", ROOT / STUDENT_DIR
+    site = f"{cfg['doc_host']}{cfg['doc_baseurl']}".rstrip("/")
+    want = {p.name: _student_version(p, colab_url(cfg, f"{STUDENT_DIR}/{{name}}"), site) for p in sorted(src.glob("*.ipynb"))}
+    have = {p.name for p in out.glob("*.ipynb")} if out.is_dir() else set()
+    problems = []
+    for name, text in want.items():
+        if name in have and (out / name).read_text(encoding="utf-8") == text: continue
+        problems.append(f"{STUDENT_DIR}/{name} {'out of date' if name in have else 'missing'}")
+        if write: out.mkdir(exist_ok=True); (out / name).write_text(text, encoding="utf-8")
+    for name in sorted(have - set(want)):
+        problems.append(f"{STUDENT_DIR}/{name} has no exercise in nbs/exercises")
+        if write: (out / name).unlink()
+    return problems
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="report only; exit 1 if anything is out of sync")
@@ -121,6 +151,7 @@ def main(argv=None):
         problems.append("README.md does not match nbs/index.ipynb")
         if not a.check: readme.write_text(text, encoding="utf-8")
     problems += sidebar_problems(cfg)
+    problems += student_problems(cfg, write=not a.check)
     for p in problems: print(("out of sync: " if a.check else "synced: ") + p)
     return 1 if a.check and problems else 0
 

@@ -6,10 +6,15 @@
 __all__ = ['scaled_dot_product_attention']
 
 # %% ../nbs/01_attention.ipynb #da726bbb
-import math
+import math, numbers
 import torch
 
 # %% ../nbs/01_attention.ipynb #acfa3925
+def _check_positive_int(name, value):
+    "Raise a clear error unless `value` (a size, a length, a count) is a positive integer."
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
 def _check_mask(mask, scores_shape):
     "Raise a clear error unless `mask` is boolean and broadcasts to `scores_shape`."
     if mask.dtype != torch.bool:

@@ -234,7 +234,7 @@ def _batch_leak(fn, x, *args):
 
 @_keeps_rng
 def check_split_heads(fn):
-    "Check `fn(x, num_heads)`: (B, L, d_model) -> (B, num_heads, L, d_model // num_heads), head h gets features h*d_head:(h+1)*d_head."
+    "Check `fn(x, num_heads)`: `(B, L, d_model) -> (B, num_heads, L, d_model // num_heads)`, head `h` gets features `h*d_head:(h+1)*d_head`."
     name, n = 'split_heads', 0
     B, L, d = 2, 5, 12
     x = _randn(B, L, d, seed=10)
@@ -264,7 +264,7 @@ def check_split_heads(fn):
 
 @_keeps_rng
 def check_merge_heads(fn):
-    "Check `fn(x)`: (B, H, L, d_head) -> (B, L, H * d_head), the inverse of `split_heads`."
+    "Check `fn(x)`: `(B, H, L, d_head) -> (B, L, H * d_head)`, the inverse of `split_heads`."
     name, n = 'merge_heads', 0
     for B, H, L, dh, seed in ((2, 1, 5, 6, 11), (2, 3, 5, 4, 12), (3, 4, 2, 3, 13)):
         x = _randn(B, H, L, dh, seed=seed)

@@ -16,9 +16,9 @@ def _parser():
     sub = p.add_subparsers(dest='command', required=True, metavar='COMMAND')
     t = sub.add_parser('train', help='train the copy (or reverse) task to 100%% held-out exact match')
     t.add_argument('--task', choices=['copy', 'reverse'], default='copy', help='what to learn (default: copy)')
-    t.add_argument('--steps', type=int, default=None, help='step budget (default: 500; training stops early at 100%%)')
-    t.add_argument('--device', default=None, help='cpu, cuda, mps, ... (default: the best available)')
-    t.add_argument('--seed', type=int, default=0, help='seed for the weights and the training data (default: 0)')
+    t.add_argument('--steps', type=_positive_int, default=None, help='step budget (default: 1500; training stops early at 100%%)')
+    t.add_argument('--device', default=None, help='cpu, cuda, cuda:N or mps (default: the best available)')
+    t.add_argument('--seed', type=_seed, default=0, help='seed for the weights and the training data, 0 to 2**63-1 (default: 0)')
     t.add_argument('--out', default=None, help='output folder (default: runs/TASK)')
     t.add_argument('--json', action='store_true', help='print the final metrics as one JSON line (the last line of stdout)')
     d = sub.add_parser('decode', help='decode a sequence of data tokens with a trained checkpoint')
@@ -27,37 +27,55 @@ def _parser():
     a = sub.add_parser('make-assignments', help='write the exercise notebooks')
     a.add_argument('out_dir', help='folder to write them into')
     a.add_argument('--source', default=None, help='folder of the course notebooks (default: the installed ones)')
+    a.add_argument('--force', action='store_true', help='replace notebooks already in OUT_DIR (edited ones are kept as NAME.ipynb.bak)')
     return p
+
+def _positive_int(text):
+    "argparse type: a positive integer."
+    try: n = int(text)
+    except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if n < 1: raise argparse.ArgumentTypeError(f"must be a positive integer, got {n}")
+    return n
+
+def _seed(text):
+    "argparse type: a seed torch accepts for both its generators, 0 to 2**63 - 1."
+    try: n = int(text)
+    except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= n < 2 ** 63: raise argparse.ArgumentTypeError(f"must be between 0 and 2**63 - 1 = {2 ** 63 - 1}, got {n}")
+    return n
 
 # %% ../nbs/12_cli.ipynb #92d4c27c
 def _save_plots(out, model, history, task):
     "Write loss.png (loss and held-out exact match) and attention.png (cross-attention per layer and head) into `out`."
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    from transformer_tutorial.utils import heatmap_grid
+    import matplotlib.pyplot as plt  # the backend is the user's: no display means Agg by itself, a notebook keeps its own
+    from transformer_tutorial.utils import heatmap_grid, atomic_write
     from transformer_tutorial.copy_task import greedy_decode
     from transformer_tutorial.training import record_attention
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.semilogy(history['loss'], lw=0.8); ax.set_xlabel('step'); ax.set_ylabel('training loss')
     ax2 = ax.twinx(); ax2.plot(history['eval_step'], history['eval_exact'], 'o-', color='C1'); ax2.set_ylim(0, 1.02)
-    ax2.set_ylabel('held-out exact match', color='C1'); fig.tight_layout(); fig.savefig(os.path.join(out, 'loss.png'), dpi=100); plt.close(fig)
+    ax2.set_ylabel('held-out exact match', color='C1'); fig.tight_layout()
+    with atomic_write(os.path.join(out, 'loss.png'), 'wb') as f: fig.savefig(f, format='png', dpi=100)
+    plt.close(fig)
     x = torch.arange(task.max_len)[None] % (task.vocab_size - 3) + 3  # one full-length sequence of data tokens
-    device = next(model.parameters()).device
     with record_attention(model) as attn:
-        y = greedy_decode(model, x.to(device), task.max_len + 1).cpu()
+        y = greedy_decode(model, x, task.max_len + 1)
     names = [k for k in attn if k.endswith('cross_attn')]
     maps = [attn[k][0, h] for k in names for h in range(attn[k].size(1))]
     titles = [f"layer {k.split('.')[2]}, head {h}" for k in names for h in range(attn[k].size(1))]
     ylabels = ['<s>'] + [str(t) for t in y[0, :maps[0].size(0) - 1].tolist()]
     fig = heatmap_grid(maps, titles, ncols=4, xlabels=[str(t) for t in x[0].tolist()], ylabels=ylabels, vmin=0, vmax=1,
                        suptitle='cross-attention: output position (rows) reads source position (columns)')
-    fig.savefig(os.path.join(out, 'attention.png'), dpi=100); plt.close(fig)
+    with atomic_write(os.path.join(out, 'attention.png'), 'wb') as f: fig.savefig(f, format='png', dpi=100)
+    plt.close(fig)
 
 def _train(args):
     "The `train` subcommand."
     from transformer_tutorial.copy_task import train_copy_task, CopyTask
+    from transformer_tutorial.training import select_device
     out = args.out or os.path.join('runs', args.task)
+    if os.path.exists(out) and not os.path.isdir(out): raise UsageError(f"--out {out} is a file; give a folder to write the run into")
+    select_device(args.device)  # a device that is not here fails now, with its own message, before anything is written
     os.makedirs(out, exist_ok=True)
     ckpt = os.path.join(out, 'model.pt')
     log = lambda s: print(s, flush=True)
@@ -107,16 +125,20 @@ def _make_assignments(args):
     "The `make-assignments` subcommand."
     try: from transformer_tutorial.assignments import make_assignments
     except ImportError as e: raise UsageError(f"the assignments module is not available ({e})") from None
-    result = make_assignments(args.out_dir, source=args.source)
-    print(f"wrote assignments to {args.out_dir}")
+    paths = make_assignments(args.out_dir, source=args.source, force=args.force)
+    print(f"wrote {len(paths)} student notebooks to {args.out_dir}: {', '.join(p.name for p in paths)}")
     return 0
 
 def main(argv=None):
     "Entry point of the `transformer-tutorial` console script; returns the exit code."
     from transformer_tutorial.training import CheckpointError
+    from transformer_tutorial.copy_task import TrainingInterrupted
     args = _parser().parse_args(argv)
     run = {'train': _train, 'decode': _decode, 'make-assignments': _make_assignments}[args.command]
     try: return run(args)
-    except (UsageError, CheckpointError, FileNotFoundError, ValueError) as e:
+    except (UsageError, CheckpointError, OSError, ValueError) as e:
         print(f"transformer-tutorial {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except TrainingInterrupted as e:  # Ctrl-C: say what was kept, exit like an interrupted program (128 + SIGINT)
+        print(f"transformer-tutorial {args.command}: {e}", file=sys.stderr)
+        return 130

@@ -9,6 +9,7 @@ __all__ = ['check_token_ids', 'Embeddings']
 import math
 import torch
 from torch import nn
+from .attention import _check_positive_int
 
 # %% ../nbs/07_embeddings.ipynb #1cc6a3ad
 def check_token_ids(tokens, vocab_size):
@@ -26,6 +27,7 @@ class Embeddings(nn.Module):
     "Token embeddings scaled by √d_model, with ids checked against the vocabulary size."
     def __init__(self, vocab_size, d_model):
         super().__init__()
+        _check_positive_int('vocab_size', vocab_size); _check_positive_int('d_model', d_model)
         self.vocab_size, self.d_model = vocab_size, d_model
         self.lut = nn.Embedding(vocab_size, d_model)
 

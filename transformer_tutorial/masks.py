@@ -7,17 +7,21 @@ __all__ = ['padding_mask', 'causal_mask', 'target_mask']
 
 # %% ../nbs/02_masks.ipynb #47c9f011
 import torch
+from .attention import _check_positive_int
 
 # %% ../nbs/02_masks.ipynb #f4d6e1a6
 def padding_mask(tokens, pad_id):
     "True where `tokens` (B, L) is a real token; shaped (B, 1, 1, L) to broadcast over heads and queries."
     if tokens.dim() != 2:
         raise ValueError(f"tokens must be shaped (B, L), got {tuple(tokens.shape)}")
+    if tokens.is_floating_point() or tokens.is_complex():
+        raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, L)
 
 # %% ../nbs/02_masks.ipynb #d55d4817
 def causal_mask(size, device=None):
     "True where query i may attend to key j, i.e. j <= i; shaped (1, 1, size, size)."
+    _check_positive_int('size', size)
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]  # (1, 1, L, L)
 
 # %% ../nbs/02_masks.ipynb #e28f2fc5

@@ -9,20 +9,25 @@ __all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'copy_mha_to_torc
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .attention import scaled_dot_product_attention, _check_mask
+from .attention import scaled_dot_product_attention, _check_mask, _check_positive_int
 
 # %% ../nbs/03_multi_head_attention.ipynb #6f071324
-def split_heads(x, num_heads):
-    "(B, L, d_model) -> (B, num_heads, L, d_model // num_heads): head h gets features h*d_head to (h+1)*d_head."
-    B, L, d_model = x.shape
+def _check_heads(d_model, num_heads):
+    "Raise a clear error unless `num_heads` is a positive integer that divides `d_model`."
+    _check_positive_int('num_heads', num_heads)
     if d_model % num_heads:
         raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+
+def split_heads(x, num_heads):
+    "`(B, L, d_model) -> (B, num_heads, L, d_model // num_heads)`: head `h` gets features `h*d_head` to `(h+1)*d_head`."
+    B, L, d_model = x.shape
+    _check_heads(d_model, num_heads)
     # view cuts the last dim into consecutive blocks; transpose puts heads before positions
     return x.view(B, L, num_heads, d_model // num_heads).transpose(1, 2)  # (B, H, L, d_head)
 
 # %% ../nbs/03_multi_head_attention.ipynb #22aaccc7
 def merge_heads(x):
-    "(B, H, L, d_head) -> (B, L, H * d_head), the exact inverse of `split_heads`."
+    "`(B, H, L, d_head) -> (B, L, H * d_head)`, the exact inverse of `split_heads`."
     B, H, L, d_head = x.shape
     return x.transpose(1, 2).reshape(B, L, H * d_head)  # (B, L, d_model)
 
@@ -42,8 +47,7 @@ class MultiHeadAttention(nn.Module):
     "Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o`; `mask` is boolean, True = may attend."
     def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        _check_heads(d_model, num_heads)
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
         self.w_q = nn.Linear(d_model, d_model, bias=bias)  # all heads' W_i^Q side by side
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
@@ -86,6 +90,6 @@ def copy_mha_to_torch(mha, torch_mha):
 
 # %% ../nbs/03_multi_head_attention.ipynb #0546b572
 def to_torch_attn_mask(mask, batch_size, num_heads, lq, lk):
-    "Our mask (True = may attend, broadcastable to (B, H, Lq, Lk)) as nn.MultiheadAttention's attn_mask (B*H, Lq, Lk), True = blocked."
+    "Our mask (True = may attend, broadcastable to `(B, H, Lq, Lk)`) as `nn.MultiheadAttention`'s `attn_mask` `(B*H, Lq, Lk)`, True = blocked."
     _check_mask(mask, (batch_size, num_heads, lq, lk))
     return (~mask).expand(batch_size, num_heads, lq, lk).reshape(batch_size * num_heads, lq, lk)

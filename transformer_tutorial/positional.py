@@ -9,10 +9,12 @@ __all__ = ['sinusoidal_positional_encoding', 'plot_positional_encoding', 'Positi
 import math
 import torch
 from torch import nn
+from .attention import _check_positive_int
 
 # %% ../nbs/06_positional_encoding.ipynb #435236cd
 def sinusoidal_positional_encoding(max_len, d_model):
     "PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same angle); (max_len, d_model), odd d_model too."
+    _check_positive_int('max_len', max_len); _check_positive_int('d_model', d_model)
     position = torch.arange(max_len, dtype=torch.float32)[:, None]                         # (max_len, 1)
     inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))  # (ceil(d/2),)
     angle = position * inv_freq                                                          # (max_len, ceil(d/2))
@@ -68,6 +70,6 @@ def positional_encoding_explorer(d_model=64, max_len=100, dims='0, 6, 12, 20'):
         plot_positional_encoding(d_model, max_len, [d for d in chosen if 0 <= d < d_model])
         plt.show()
     return widgets.interactive(show,
-        d_model=widgets.IntSlider(value=d_model, min=2, max=512, step=1, description='d_model'),
-        max_len=widgets.IntSlider(value=max_len, min=2, max=1000, step=1, description='max_len'),
+        d_model=widgets.IntSlider(value=d_model, min=2, max=512, step=1, description='d_model', continuous_update=False),
+        max_len=widgets.IntSlider(value=max_len, min=2, max=1000, step=1, description='max_len', continuous_update=False),
         dims=widgets.Text(value=dims, description='dimensions'))

@@ -17,14 +17,27 @@ from torch import nn
 from .masks import padding_mask, target_mask
 from .multi_head import MultiHeadAttention
 from .model import Transformer
+from .utils import atomic_write
 
 # %% ../nbs/10_training.ipynb #4bdaba95
+def _mps_available(): return getattr(torch.backends, 'mps', None) is not None and torch.backends.mps.is_available()
+
 def select_device(device=None):
-    "The given device, else cuda, then mps, then cpu."
-    if device is not None: return torch.device(device)
-    if torch.cuda.is_available(): return torch.device('cuda')
-    if getattr(torch.backends, 'mps', None) is not None and torch.backends.mps.is_available(): return torch.device('mps')
-    return torch.device('cpu')
+    "The given device (checked: it must exist on this machine), else cuda, then mps, then cpu."
+    if device is None:
+        return torch.device('cuda' if torch.cuda.is_available() else 'mps' if _mps_available() else 'cpu')
+    try: device = torch.device(device)
+    except (RuntimeError, TypeError): raise ValueError(f"unknown device {device!r}: expected cpu, cuda, cuda:N or mps") from None
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} asked for, but this PyTorch sees no CUDA GPU (torch.cuda.is_available() "
+                         "is False): use 'cpu', or leave the device out to pick the best available")
+    if device.type == 'cuda' and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {str(device)!r} asked for, but there are only {torch.cuda.device_count()} CUDA devices")
+    if device.type == 'mps' and not _mps_available():
+        raise ValueError("device 'mps' asked for, but Apple's MPS backend is not available here: use 'cpu'")
+    if device.type not in ('cpu', 'cuda', 'mps'):
+        raise ValueError(f"device {str(device)!r} is not supported by this course: expected cpu, cuda, cuda:N or mps")
+    return device
 
 # %% ../nbs/10_training.ipynb #0b918507
 def shift_right(tgt, start_id):
@@ -51,37 +64,44 @@ def sequence_loss(logits, target, pad_id, label_smoothing=0.0):
     return F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=pad_id, label_smoothing=label_smoothing)
 
 # %% ../nbs/10_training.ipynb #bb522811
-def warmup_inverse_sqrt(warmup, total=None, cooldown=0.0):
-    "LR factor: linear warmup to 1 at step `warmup`, then 1/√step decay; optionally a linear cooldown to 0 over the last `cooldown` fraction of `total` steps."
+def warmup_inverse_sqrt(warmup, total=None, cooldown=0.0, floor=0.0):
+    "LR factor: linear warmup to 1 at step `warmup`, then 1/√step decay; optionally a linear cooldown over the last `cooldown` fraction of `total` steps, down to `floor` times the decay, which then stays."
     if warmup < 1: raise ValueError(f"warmup must be at least 1 step, got {warmup}")
     if cooldown and not total: raise ValueError("a cooldown needs the total number of steps (total=...)")
+    if not 0 <= floor < 1: raise ValueError(f"floor must be in [0, 1), got {floor}")
     n_cool = max(1, round(cooldown * total)) if cooldown else 0
     def factor(step):
         s = step + 1  # LambdaLR calls with 0 before the first step
         f = min(s / warmup, math.sqrt(warmup / s))
-        if n_cool: f *= min(1.0, (total - step) / n_cool)  # 1 until the cooldown, then down to 1/n_cool at the last step
+        if n_cool: f *= max(floor, min(1.0, (total - step) / n_cool))  # 1 until the cooldown, then linearly down to `floor`
         return f
     return factor
 
-def make_optimizer(model, lr, warmup, weight_decay=0.0, total=None, cooldown=0.0):
-    "AdamW with the paper's betas and eps, and the warmup/inverse-sqrt schedule as a `LambdaLR`."
+def make_optimizer(model, lr, warmup, weight_decay=0.0, total=None, cooldown=0.0, floor=0.0):
+    "AdamW with the paper's betas and eps, and the warmup/inverse-sqrt schedule (see `warmup_inverse_sqrt`) as a `LambdaLR`."
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=weight_decay)
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_inverse_sqrt(warmup, total, cooldown))
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_inverse_sqrt(warmup, total, cooldown, floor))
 
 # %% ../nbs/10_training.ipynb #520e59d2
+def _native_bf16(device):
+    "Whether the CUDA `device` computes in bf16 natively (compute capability 8.0 and up), not through slow emulation."
+    with torch.cuda.device(device):
+        try: return torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError: return torch.cuda.get_device_capability()[0] >= 8  # torch without the emulation flag
+
 def _autocast(device):
-    "bf16 autocast on CUDA where supported, fp16 with a grad scaler otherwise on CUDA, nothing elsewhere."
+    "bf16 autocast on a CUDA GPU with native bf16, fp16 with a grad scaler on older GPUs (a Colab T4), nothing elsewhere."
     if device.type != 'cuda': return nullcontext(), None
-    dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    dtype = torch.bfloat16 if _native_bf16(device) else torch.float16
     scaler = torch.amp.GradScaler('cuda') if dtype == torch.float16 else None
     return torch.autocast('cuda', dtype=dtype), scaler
 
 # %% ../nbs/10_training.ipynb #fa4dae3a
 def train(model, next_batch, steps, optimizer, scheduler, pad_id, label_smoothing=0.0, clip=1.0,
           device=None, history=None, progress=True, desc='train'):
-    "Train for `steps` batches from `next_batch()`; returns the history dict of loss, accuracy and lr per step."
+    "Train for `steps` batches from `next_batch()` (moved to the model's device, or to `device` with the model); returns the history dict of loss, accuracy and lr per step."
     from tqdm.auto import tqdm
-    device = select_device(device)
+    device = next(model.parameters()).device if device is None else select_device(device)
     model.to(device).train()
     history = history if history is not None else {'loss': [], 'accuracy': [], 'lr': []}
     amp, scaler = _autocast(device)
@@ -137,8 +157,7 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, history=None, g
              'history': history, 'step': len(history.get('loss', [])),
              'generator': generator.get_state() if generator is not None else None,
              'torch_rng': torch.get_rng_state(), **extra}
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    torch.save(state, path)
+    with atomic_write(path, 'wb') as f: torch.save(state, f)  # an interrupted save keeps the previous file
 
 def load_checkpoint(path, map_location='cpu'):
     "Read a checkpoint saved by `save_checkpoint`; returns (model, state dict)."

@@ -1,0 +1,94 @@
+"""Notebook processors for the rendered site only: they change the pages `nbdev_docs` renders, never the notebooks.
+
+nbdev 2 runs its own processors on a copy of every notebook (in `_proc/`) before Quarto renders it, then the ones
+named in settings.ini's `procs` (space separated `module:object`, imported from PYTHONPATH, which
+`tools/render_site.sh` extends with `tools/`):
+
+    procs = site_procs:drop_widget_outputs site_procs:fold_solutions
+
+Each is a `nbdev.process.Processor` subclass: nbdev instantiates it with the notebook (`self.nb`, an
+`execnb` notebook whose `path_` is the source path), calls `begin()`, then `cell(cell)` for every cell, then
+`end()`. A cell's `#|` nbdev directives are already stripped from its source by then (Quarto's `#| key: value`
+options stay), and cells whose `source` is deleted are dropped afterwards.
+
+- `drop_widget_outputs`: Jupyter widget outputs (tqdm progress bars, `interact` sliders) cannot work on a static
+  page: they leave blank gaps and make Quarto load the jupyter-widgets manager from a CDN with a floating version.
+  Drops them, the empty stream outputs progress bars leave behind, and the notebook's widget state; a text
+  progress bar's \r-redrawn frames are reduced to the last one, as a terminal would show it.
+- `fold_solutions`: in the exercise notebooks (`nbs/exercises/`), shows each solution cell as the student sees
+  it (`transformer_tutorial.assignments.strip_solutions`) followed by the solution, without nbgrader's markers,
+  folded behind a closed "Show a solution" toggle. The graded check cells keep their code but lose their stored
+  output: it is the solution's pass, which would sit under the student's unwritten stub.
+"""
+from pathlib import Path
+
+from execnb.nbio import mk_cell
+from nbdev.process import Processor
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+SOLUTION_SUMMARY = "Show a solution"
+EXERCISES_DIR = "exercises"
+
+
+def _text(value):
+    return "".join(value) if isinstance(value, (list, tuple)) else (value or "")
+
+
+def _as_shown(text):
+    "A stream's text as a terminal shows it: of the frames a progress bar redraws with \\r, only the last per line."
+    return "\n".join(next((f for f in reversed(line.split("\r")) if f.strip()), "") for line in text.split("\n"))
+
+
+class drop_widget_outputs(Processor):
+    "Drop widget-view outputs, empty stream outputs and the notebook's `widgets` metadata; collapse \\r frames."
+    def begin(self):
+        self.nb.metadata.pop("widgets", None)
+
+    def cell(self, cell):
+        if cell.cell_type != "code" or not cell.get("outputs"): return
+        kept = []
+        for out in cell.outputs:
+            kind = out.get("output_type")
+            if kind in ("display_data", "execute_result") and WIDGET_MIME in out.get("data", {}): continue
+            if kind == "stream":
+                text = _text(out.get("text"))
+                if not text.replace("\r", "").strip(): continue  # an empty leftover of a widget progress bar
+                if "\r" in text: out["text"] = _as_shown(text)
+            kept.append(out)
+        cell.outputs = kept
+
+
+def _is_exercise(nb):
+    path = Path(str(nb.get("path_", "")))
+    return EXERCISES_DIR in path.parent.parts
+
+
+def _has_solution(cell):
+    from transformer_tutorial.assignments import BEGIN
+    return cell.cell_type == "code" and any(line.strip() == BEGIN for line in cell.source.splitlines())
+
+
+def _without_markers(source):
+    from transformer_tutorial.assignments import BEGIN, END
+    return "".join(l for l in source.splitlines(keepends=True) if l.strip() not in (BEGIN, END))
+
+
+class fold_solutions(Processor):
+    "In exercise notebooks: the student's version of each solution cell, then the solution folded behind a toggle."
+    def begin(self):
+        if not _is_exercise(self.nb): return
+        from transformer_tutorial.assignments import strip_solutions
+        cells = []
+        for cell in self.nb.cells:
+            if cell.get("metadata", {}).get("nbgrader", {}).get("grade") and not _has_solution(cell):
+                cell.outputs = []  # a check's stored "passes" belongs to the folded solution, not to the stub above it
+            if not _has_solution(cell):
+                cells.append(cell)
+                continue
+            student = mk_cell(strip_solutions(cell.source), "code", metadata={})
+            student.execution_count = None
+            cell.source = (f'#| code-fold: true\n#| code-summary: "{SOLUTION_SUMMARY}"\n'
+                           + _without_markers(cell.source))
+            cell.metadata.pop("nbgrader", None)
+            cells += [student, cell]
+        self.nb.cells = cells
