@@ -4,7 +4,7 @@ nbdev 2 runs its own processors on a copy of every notebook (in `_proc/`) before
 named in settings.ini's `procs` (space separated `module:object`, imported from PYTHONPATH, which
 `tools/render_site.sh` extends with `tools/`):
 
-    procs = site_procs:drop_widget_outputs site_procs:fold_solutions
+    procs = site_procs:drop_widget_outputs site_procs:fold_solutions site_procs:explorers_as_raw_html
 
 Each is a `nbdev.process.Processor` subclass: nbdev instantiates it with the notebook (`self.nb`, an
 `execnb` notebook whose `path_` is the source path), calls `begin()`, then `cell(cell)` for every cell, then
@@ -91,4 +91,23 @@ class fold_solutions(Processor):
                            + _without_markers(cell.source))
             cell.metadata.pop("nbgrader", None)
             cells += [student, cell]
+        self.nb.cells = cells
+
+
+class explorers_as_raw_html(Processor):
+    """Move each Altair chart's stored `text/html` output into a raw HTML block right after its cell.
+
+    Quarto adds require.js and jQuery to every page with a `text/html` output, for scripts that expect them; the
+    explorers need neither (without require.js their HTML loads the pinned Vega scripts itself), so the pages load
+    two fewer CDN assets."""
+    def begin(self):
+        cells = []
+        for cell in self.nb.cells:
+            cells.append(cell)
+            if cell.cell_type != "code" or not cell.get("outputs"): continue
+            html = [o for o in cell.outputs if "vegaEmbed" in _text(o.get("data", {}).get("text/html"))]
+            if not html: continue
+            cell.outputs = [o for o in cell.outputs if o not in html]
+            cells += [mk_cell('```{=html}\n<div class="explorer">\n' + _text(o["data"]["text/html"]) + "\n</div>\n```", "markdown")
+                      for o in html]  # .explorer (styles.css) scrolls a chart wider than the column inside its own box
         self.nb.cells = cells

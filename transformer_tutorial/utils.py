@@ -105,8 +105,8 @@ def mask_explorer_chart(max_len=8):
         for kind, m in (('padding', pad), ('causal', causal), ('padding & causal', pad & causal)):
             rows += [{'i': i, 'j': j, 'n': n, 'kind': kind, 'allowed': bool(m[i, j])}
                      for i in range(max_len) for j in range(max_len)]
-    L = alt.param(name='L', value=max_len, bind=alt.binding_range(min=1, max=max_len, step=1, name='sequence length L '))
-    n = alt.param(name='n_real', value=max(1, max_len - 3),
+    L = alt.param(name='L', value=max(1, max_len - 2), bind=alt.binding_range(min=1, max=max_len, step=1, name='sequence length L '))
+    n = alt.param(name='n_real', value=max(1, max_len - 4),
                   bind=alt.binding_range(min=1, max=max_len, step=1, name='real tokens n (rest is padding) '))
     kind = alt.param(name='mask', value='padding & causal',
                      bind=alt.binding_radio(options=['padding', 'causal', 'padding & causal'], name='mask '))
