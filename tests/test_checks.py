@@ -187,3 +187,13 @@ def test_checks_leave_the_global_rng_alone():
 def test_square_pe_transposed_and_odd_sizes():
     with pytest.raises(AssertionError, match='transposed|swapped'):
         checks.check_positional_encoding(lambda n, d: sinusoidal_positional_encoding(d, n).T if n == d else sinusoidal_positional_encoding(n, d).T)
+
+
+def test_code_run_before_the_import_cell_gets_told_to_run_from_the_top():
+    "A student's function that uses `torch` before the notebook's import cell ran: the check names the fix."
+    import pytest
+    from transformer_tutorial.checks import check_causal_mask
+    namespace = {}
+    exec("def causal_mask(size):\n    return torch.ones(size, size, dtype=torch.bool).tril()[None, None]\n", namespace)  # no torch here
+    with pytest.raises(AssertionError, match=r"NameError: name 'torch' is not defined.*run the notebook's cells from the top"):
+        check_causal_mask(namespace["causal_mask"])

@@ -40,6 +40,9 @@ def _close(a, b, atol=1e-5, rtol=1e-4):
 def _maxerr(a, b):
     return (a.detach().float() - b.detach().float()).abs().max().item()
 
+_RUN_FROM_TOP = ("; a name your code uses is not defined in this session: run the notebook's cells from the top, "
+                 "the import cell first (Run All)")
+
 def _call(name, fn, *args, **kw):
     "Run the student's code; turn any exception into an AssertionError that shows the input shapes."
     try:
@@ -47,14 +50,16 @@ def _call(name, fn, *args, **kw):
     except AssertionError: raise
     except Exception as e:
         shapes = ', '.join(str(_shape(a)) if isinstance(a, torch.Tensor) else repr(a) for a in args)
-        raise AssertionError(f"{name}: raised {type(e).__name__}: {e} (called with {shapes})") from e
+        hint = _RUN_FROM_TOP if isinstance(e, NameError) else ''
+        raise AssertionError(f"{name}: raised {type(e).__name__}: {e} (called with {shapes}){hint}") from e
 
 def _build(name, cls, *args):
     "Construct the student's module without touching the global random state; an exception names the call."
     try:
         with torch.random.fork_rng(devices=[]): return cls(*args).eval()
     except Exception as e:
-        raise AssertionError(f"{name}: constructing it as cls{args} raised {type(e).__name__}: {e}") from e
+        hint = _RUN_FROM_TOP if isinstance(e, NameError) else ''
+        raise AssertionError(f"{name}: constructing it as cls{args} raised {type(e).__name__}: {e}{hint}") from e
 
 def _diagnose(out, candidates):
     "The message of the first known mistake whose output `out` reproduces, else None."
