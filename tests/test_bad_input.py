@@ -18,9 +18,9 @@ CASES = [
     (lambda: PositionalEncoding(8, max_len=0), ValueError, 'max_len must be a positive integer, got 0'),
     (lambda: padding_mask(torch.tensor([[1.0, 0.0]]), 0), TypeError, 'integer token ids, got dtype torch.float32'),
     (lambda: Transformer(0, 5, d_model=8, num_heads=2, num_layers=1, d_ff=8), ValueError, 'vocab_size must be a positive integer, got 0'),
-    (lambda: greedy_decode(tiny(), torch.tensor([[3, 4]]), -1), ValueError, 'max_len must be a positive number of tokens to generate, got -1'),
+    (lambda: greedy_decode(tiny(), torch.tensor([[3, 4]]), -1), ValueError, 'max_len must be a positive integer, got -1'),
     (lambda: greedy_decode(tiny(), torch.tensor([[3, 4]]), 0), ValueError, 'got 0'),
-    (lambda: train_copy_task('copy', steps=0), ValueError, 'steps must be a positive number of training steps, got 0'),
+    (lambda: train_copy_task('copy', steps=0), ValueError, 'steps must be a positive integer, got 0'),
 ]
 
 

@@ -10,6 +10,7 @@ __all__ = ['PAD', 'START', 'END', 'HELDOUT_SEED', 'CopyTask', 'greedy_decode', '
 import math
 from dataclasses import dataclass
 import torch
+from .attention import _check_positive_int
 from .masks import padding_mask, causal_mask
 from .model import Transformer
 from .training import make_batch, make_optimizer, train, select_device, save_checkpoint, record_attention
@@ -57,8 +58,7 @@ class CopyTask:
 @torch.no_grad()
 def greedy_decode(model, src, max_len, start_id=START, end_id=END, pad_id=PAD):
     "Decode a batch (B, Ls) greedily on the model's device; returns (B, ≤max_len) tokens after the start token, pads after each sequence's end token, on `src`'s device."
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"max_len must be a positive number of tokens to generate, got {max_len!r}")
+    _check_positive_int('max_len', max_len)  # the number of tokens to generate
     model.eval()
     device = next(model.parameters()).device
     src_mask = padding_mask(src, pad_id).to(device)
@@ -112,8 +112,7 @@ def train_copy_task(task='copy', steps=None, device=None, seed=0, d_model=64, nu
         if task not in ('copy', 'reverse'): raise ValueError(f"task must be 'copy' or 'reverse', got {task!r}")
         task = CopyTask(reverse=task == 'reverse')
     steps = 1500 if steps is None else steps
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive number of training steps, got {steps!r}")
+    _check_positive_int('steps', steps)
     device = select_device(device)
     with torch.random.fork_rng(devices=[]):  # seed the initialization without touching the caller's global RNG
         torch.manual_seed(seed)
