@@ -18,22 +18,22 @@ def test_train_writes_files_and_json(run_dir, capsys):
     assert metrics['steps'] == 20 and metrics['n'] == 1000 and metrics['task'] == 'copy'
     assert 0 <= metrics['exact_match'] <= metrics['token_accuracy'] <= 1
     assert 'token accuracy' in out
-    assert sorted(p.name for p in run_dir.iterdir()) == ['attention.png', 'loss.png', 'model.pt']
+    assert sorted(p.name for p in run_dir.iterdir()) == ['attention.png', 'config.json', 'loss.png', 'model.safetensors', 'training_state.safetensors']
     assert (run_dir / 'loss.png').read_bytes()[:4] == b'\x89PNG'
 
 
 def test_decode_good_and_bad(run_dir, capsys):
-    if not (run_dir / 'model.pt').exists(): main(['train', '--steps', '5', '--out', str(run_dir)])
+    if not (run_dir / 'model.safetensors').exists(): main(['train', '--steps', '5', '--out', str(run_dir)])
     capsys.readouterr()
-    assert main(['decode', '--checkpoint', str(run_dir / 'model.pt'), '3 5 7 12']) == 0
+    assert main(['decode', '--checkpoint', str(run_dir), '3 5 7 12']) == 0
     assert all(t.isdigit() for t in capsys.readouterr().out.split())
-    assert main(['decode', '--checkpoint', str(run_dir / 'model.pt'), '3 5 13']) == 2
+    assert main(['decode', '--checkpoint', str(run_dir), '3 5 13']) == 2
     err = capsys.readouterr().err
     assert 'token 13 is outside the vocabulary; data tokens are 3..12' in err and 'Traceback' not in err
-    assert main(['decode', '--checkpoint', str(run_dir / 'model.pt'), '3 2']) == 2
+    assert main(['decode', '--checkpoint', str(run_dir), '3 2']) == 2
     assert 'special token' in capsys.readouterr().err
-    assert main(['decode', '--checkpoint', str(run_dir / 'missing.pt'), '3']) == 2
-    assert 'no checkpoint at' in capsys.readouterr().err
+    assert main(['decode', '--checkpoint', str(run_dir / 'missing'), '3']) == 2
+    assert 'no model folder or file at' in capsys.readouterr().err
 
 
 def test_parse_tokens():
@@ -55,8 +55,8 @@ def test_make_assignments_is_wired(monkeypatch, tmp_path, capsys):
 def test_console_script_bad_token_exit_code(run_dir):
     exe = shutil.which('transformer-tutorial')
     cmd = [exe] if exe else [sys.executable, '-c', 'import sys; from transformer_tutorial.cli import main; sys.exit(main())']
-    r = subprocess.run(cmd + ['decode', '--checkpoint', str(run_dir / 'nope.pt'), '3 99'], capture_output=True, text=True)
-    assert r.returncode == 2 and 'no checkpoint at' in r.stderr and 'Traceback' not in r.stderr
+    r = subprocess.run(cmd + ['decode', '--checkpoint', str(run_dir / 'nope'), '3 99'], capture_output=True, text=True)
+    assert r.returncode == 2 and 'no model folder or file at' in r.stderr and 'Traceback' not in r.stderr
     r = subprocess.run(cmd + ['train', '--task', 'sort'], capture_output=True, text=True)
     assert r.returncode == 2 and "invalid choice: 'sort'" in r.stderr
 
@@ -100,7 +100,7 @@ def test_ctrl_c_saves_progress(tmp_path, monkeypatch, capsys):
     out = tmp_path / 'run'
     assert main(['train', '--steps', '20', '--out', str(out), '--device', 'cpu']) == 130
     err = capsys.readouterr().err
-    assert 'interrupted after 20 steps' in err and str(out / 'model.pt') in err and 'Traceback' not in err
-    from transformer_tutorial.training import load_checkpoint
-    _, state = load_checkpoint(out / 'model.pt')
+    assert 'interrupted after 20 steps' in err and f'saved in {out}' in err and 'Traceback' not in err
+    from transformer_tutorial.model_files import load_checkpoint
+    _, state = load_checkpoint(out)
     assert state['step'] == 20 and state['metrics']['interrupted']

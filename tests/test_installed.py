@@ -68,12 +68,28 @@ def test_make_assignments_from_an_empty_folder(newest):
 
 
 def test_cli_main_job_from_the_wheel(newest):
-    "`transformer-tutorial train --task copy` from an empty folder reaches 100% and its checkpoint decodes."
+    "`transformer-tutorial train --task copy` from an empty folder reaches 100% and its model folder decodes."
     python, cwd = newest
     script = Path(python).parent / "transformer-tutorial"
     r = subprocess.run([str(script), "train", "--task", "copy", "--json", "--device", "cpu"], cwd=cwd, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     metrics = json.loads(r.stdout.strip().splitlines()[-1])
-    assert metrics["exact_match"] == 1.0 and sorted(p.name for p in (cwd / "runs" / "copy").iterdir()) == ["attention.png", "loss.png", "model.pt"]
-    r = subprocess.run([str(script), "decode", "--checkpoint", "runs/copy/model.pt", "3 5 7 12"], cwd=cwd, capture_output=True, text=True)
+    assert metrics["exact_match"] == 1.0 and sorted(p.name for p in (cwd / "runs" / "copy").iterdir()) == [
+        "attention.png", "config.json", "loss.png", "model.safetensors", "training_state.safetensors"]
+    r = subprocess.run([str(script), "decode", "--checkpoint", "runs/copy", "3 5 7 12"], cwd=cwd, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.split() == ["3", "5", "7", "12"], r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("env", [s.split("=", 1)[0] for s in os.environ.get("TT_KERNELS", "newest=").split()])
+def test_model_files_from_the_wheel(env, tmp_path):
+    "tests/test_model_files.py (round trips, resume, the bad-file table, interrupted saves, model.pt of 0.1), run against the wheel in each environment."
+    python = dict(environments())[env]
+    r = subprocess.run([python, "-m", "pip", "install", "-q", os.environ["TT_WHEEL"], "pytest"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (tmp_path / "test_model_files.py").write_text((Path(__file__).parent / "test_model_files.py").read_text())
+    check = "import transformer_tutorial.model_files as m, torch; print(m.__file__, torch.__version__)"
+    r = run(python, ["-c", check], tmp_path)
+    assert r.returncode == 0 and "site-packages" in r.stdout, r.stdout + r.stderr
+    print(env, r.stdout.strip())
+    r = run(python, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_model_files.py"], tmp_path, timeout=900)
+    assert r.returncode == 0 and " passed" in r.stdout, r.stdout[-5000:] + r.stderr[-2000:]

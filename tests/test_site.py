@@ -89,9 +89,9 @@ def notebooks():
 
 
 def page_of(nb):
-    "The page rendered from notebook `nb` (a path, or a name relative to nbs/): Quarto drops a leading 'NN_'."
+    "The page rendered from notebook `nb` (a path, or a name relative to nbs/): Quarto drops a leading 'NN_' (or 'NNa_')."
     rel = Path(nb).relative_to(NBS) if Path(nb).is_absolute() else Path(nb)
-    stripped = rel.with_name(re.sub(r"^\d+_", "", rel.stem) + ".html").as_posix()
+    stripped = rel.with_name(re.sub(r"^\d+[a-z]?_", "", rel.stem) + ".html").as_posix()
     plain = rel.with_suffix(".html").as_posix()
     return plain if (SITE / plain).is_file() and not (SITE / stripped).is_file() else stripped
 

@@ -1,12 +1,11 @@
-"Training utilities: batches, loss, schedule, the loop, attention capture and checkpoints."
+"Training utilities: batches, loss, schedule, the loop and attention capture (checkpoints: tests/test_model_files.py)."
 import math
 import pytest
 import torch
 from torch import nn
 from transformer_tutorial.model import Transformer
 from transformer_tutorial.training import (select_device, shift_right, make_batch, sequence_loss, warmup_inverse_sqrt,
-                                           make_optimizer, train, record_attention, save_checkpoint, load_checkpoint, resume_training_state,
-                                           CheckpointError)
+                                           make_optimizer, train, record_attention)
 
 PAD, START, END = 0, 1, 2
 
@@ -96,36 +95,3 @@ def test_record_attention():
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
 
 
-def test_checkpoint_round_trip_and_exact_resume(tmp_path):
-    model, opt, sched, nb, hist = toy_run(30)
-    save_checkpoint(tmp_path / 'a.pt', model, opt, sched, hist, generator=nb.generator)
-    loaded, state = load_checkpoint(tmp_path / 'a.pt')
-    b = nb(); model.eval(); loaded.eval()
-    with torch.no_grad():
-        torch.testing.assert_close(loaded(b.src, b.tgt_in, b.src_mask, b.tgt_mask), model(b.src, b.tgt_in, b.src_mask, b.tgt_mask), atol=0, rtol=0)
-    assert state['step'] == 30 and state['config'] == model.config.to_dict()
-    # resume: 20 + 10 == 30
-    m1, o1, s1, nb1, h1 = toy_run(20)
-    save_checkpoint(tmp_path / 'b.pt', m1, o1, s1, h1, generator=nb1.generator)
-    m2, st = load_checkpoint(tmp_path / 'b.pt')
-    o2, s2 = make_optimizer(m2, lr=3e-3, warmup=10)
-    nb2 = toy_batches(999)
-    resume_training_state(st, optimizer=o2, scheduler=s2, generator=nb2.generator)
-    h2 = train(m2, nb2, 10, o2, s2, PAD, device='cpu', history=st['history'], progress=False)
-    assert h2['loss'] == hist['loss']
-
-
-def test_bad_checkpoints(tmp_path):
-    model, *_ = toy_run(1)
-    save_checkpoint(tmp_path / 'good.pt', model)
-    (tmp_path / 'cut.pt').write_bytes((tmp_path / 'good.pt').read_bytes()[:1500])
-    (tmp_path / 'text.txt').write_text('hello')
-    torch.save({'weights': torch.ones(2)}, tmp_path / 'foreign.pt')
-    torch.save([1, 2, 3], tmp_path / 'list.pt')
-    with pytest.raises(FileNotFoundError, match='no checkpoint at .*missing.pt'): load_checkpoint(tmp_path / 'missing.pt')
-    for name in ['cut.pt', 'text.txt']:
-        with pytest.raises(CheckpointError, match=f'{name} is not a readable checkpoint') as e: load_checkpoint(tmp_path / name)
-        assert e.value.__suppress_context__  # raised from None: no pickle internals in the traceback
-    for name in ['foreign.pt', 'list.pt']:
-        with pytest.raises(CheckpointError, match=f'{name} is a torch file but not a transformer_tutorial checkpoint'):
-            load_checkpoint(tmp_path / name)

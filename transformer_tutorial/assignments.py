@@ -6,7 +6,7 @@
 __all__ = ['BEGIN', 'END', 'STUB_MESSAGE', 'strip_solutions', 'exercise_folder', 'make_assignments', 'grade_notebook']
 
 # %% ../nbs/15_assignments.ipynb #77dbac2f
-import json, re, shutil
+import json, re
 from pathlib import Path
 from .utils import atomic_write
 
@@ -95,7 +95,8 @@ def make_assignments(out_dir, source=None, badge_url=None, site_url=None, force=
         raise FileExistsError(f"{out_dir} already holds {', '.join(d.name for d in there)}: nothing was written. Pass force=True "
                               "(--force) to replace them; a notebook that differs from the new one is first kept as NAME.ipynb.bak")
     for dest, text in texts.items():
-        if dest.exists() and dest.read_text(encoding="utf-8") != text: shutil.copy2(dest, _backup_name(dest))  # an edited notebook is never lost
+        if dest.exists() and dest.read_text(encoding="utf-8") != text:  # an edited notebook is never lost
+            with atomic_write(_backup_name(dest), "wb") as f: f.write(dest.read_bytes())
         with atomic_write(dest, encoding="utf-8") as f: f.write(text)
     return list(texts)
 

@@ -13,7 +13,8 @@ import torch
 from .attention import _check_positive_int
 from .masks import padding_mask, causal_mask
 from .model import Transformer
-from .training import make_batch, make_optimizer, train, select_device, save_checkpoint, record_attention
+from .training import make_batch, make_optimizer, train, select_device, record_attention
+from .model_files import save_checkpoint
 
 # %% ../nbs/11_copy_task.ipynb #84dbc642
 PAD, START, END = 0, 1, 2  # special tokens; data tokens are 3 .. vocab_size-1
@@ -89,7 +90,7 @@ def evaluate(model, task, n=1000, seed=HELDOUT_SEED, batch_size=500):
 
 # %% ../nbs/11_copy_task.ipynb #651b3575
 class TrainingInterrupted(KeyboardInterrupt):
-    "Ctrl-C during `train_copy_task`, after `steps` training steps; `checkpoint` is the file that holds the progress, or None."
+    "Ctrl-C during `train_copy_task`, after `steps` training steps; `checkpoint` is the folder that holds the progress, or None."
     def __init__(self, steps, checkpoint=None):
         super().__init__(f"training interrupted after {steps} steps; " +
                          (f"the progress so far is saved in {checkpoint}" if checkpoint else "nothing was saved (no checkpoint path)"))
@@ -107,7 +108,7 @@ def _no_future_mask(next_batch):
 def train_copy_task(task='copy', steps=None, device=None, seed=0, d_model=64, num_heads=4, num_layers=1, d_ff=128,
                     batch_size=128, lr=1e-2, warmup=100, schedule_steps=500, cooldown=0.4, lr_floor=0.05, label_smoothing=0.0,
                     eval_every=100, n_eval=1000, causal=True, progress=True, checkpoint=None, log=None):
-    "Train a Transformer on 'copy' or 'reverse' (or a `CopyTask`) until 100% held-out exact match or `steps` (default 1500); returns (model, history, metrics)."
+    "Train a Transformer on 'copy' or 'reverse' (or a `CopyTask`) until 100% held-out exact match or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into (see model files)."
     if isinstance(task, str):
         if task not in ('copy', 'reverse'): raise ValueError(f"task must be 'copy' or 'reverse', got {task!r}")
         task = CopyTask(reverse=task == 'reverse')
