@@ -4,7 +4,8 @@ from transformer_tutorial.masks import causal_mask, padding_mask
 from transformer_tutorial.multi_head import MultiHeadAttention, split_heads
 from transformer_tutorial.positional import sinusoidal_positional_encoding, PositionalEncoding
 from transformer_tutorial.model import Transformer
-from transformer_tutorial.copy_task import greedy_decode, train_copy_task
+from transformer_tutorial.copy_task import train_copy_task
+from transformer_tutorial.decoding import greedy_decode
 
 tiny = lambda **kw: Transformer(13, 13, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.0, max_len=32, **kw)
 

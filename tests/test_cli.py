@@ -104,3 +104,34 @@ def test_ctrl_c_saves_progress(tmp_path, monkeypatch, capsys):
     from transformer_tutorial.model_files import load_checkpoint
     _, state = load_checkpoint(out)
     assert state['step'] == 20 and state['metrics']['interrupted']
+
+
+def test_decode_with_a_beam(run_dir, capsys):
+    if not (run_dir / 'model.safetensors').exists(): main(['train', '--steps', '5', '--out', str(run_dir)])
+    capsys.readouterr()
+    assert main(['decode', '--checkpoint', str(run_dir), '--beam', '4', '3 5 7 12']) == 0
+    assert all(t.isdigit() for t in capsys.readouterr().out.split())
+    assert main(['decode', '--checkpoint', str(run_dir), '--beam', '14', '3 5']) == 2
+    assert 'beam_size=14 is larger than the target vocabulary (13 tokens)' in capsys.readouterr().err
+    with pytest.raises(SystemExit): main(['decode', '--checkpoint', str(run_dir), '--beam', '0', '3 5'])
+    assert 'must be a positive integer, got 0' in capsys.readouterr().err
+
+
+def test_number_words_train_and_decode(tmp_path, capsys):
+    "A number-words run: the folder records the task, decode takes a number and prints words, bad numbers are usage errors."
+    out = tmp_path / 'nw'
+    assert main(['train', '--task', 'number-words', '--steps', '20', '--out', str(out), '--device', 'cpu', '--json']) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics['task'] == 'number-words' and metrics['steps'] == 20
+    config = json.loads((out / 'config.json').read_text())
+    assert config['task'] == {'name': 'number_words', 'max_digits': 6} and config['num_layers'] == 2
+    assert config['src_vocab_size'] == 13 and config['tgt_vocab_size'] == 33
+    from transformer_tutorial.number_words import WORDS
+    for beam in ('1', '3'):
+        assert main(['decode', '--checkpoint', str(out), '--beam', beam, '1234']) == 0
+        assert set(capsys.readouterr().out.split()) <= set(WORDS) | {'<?>'}
+    for text, msg in (('12a', "holds characters other than the digits 0-9: 'a'"), ('1234567', 'has 7 digits'),
+                      ('0042', 'without leading zeros')):
+        assert main(['decode', '--checkpoint', str(out), text]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and 'Traceback' not in err and err.startswith('transformer-tutorial decode: error:')

@@ -1,8 +1,11 @@
 "The copy task: data, greedy decoding, evaluation and the one-call trainer."
+import functools, types
 import pytest
 import torch
 from torch import nn
-from transformer_tutorial.copy_task import PAD, START, END, CopyTask, greedy_decode, evaluate, train_copy_task
+import transformer_tutorial.copy_task as copy_task
+from transformer_tutorial.copy_task import PAD, START, END, CopyTask, evaluate, train_copy_task
+from transformer_tutorial.decoding import greedy_decode
 
 
 def test_samples():
@@ -37,6 +40,7 @@ class Oracle(nn.Module):
     "A hand-built model whose decoder outputs the source token at each position, then END (optionally never END)."
     def __init__(self, vocab=13, stop=True):
         super().__init__(); self.vocab, self.stop, self.w = vocab, stop, nn.Parameter(torch.zeros(1))
+        self.config = types.SimpleNamespace(max_len=64, tgt_vocab_size=vocab)  # what the decoders check lengths against
     def encode(self, src, src_mask): return src
     def decode(self, ys, memory, tgt_mask, memory_mask):
         B, T = ys.shape
@@ -46,14 +50,16 @@ class Oracle(nn.Module):
 
 
 def test_greedy_decode_mechanics():
+    "The plain decoder (the oracle has no layers to cache)."
     src = torch.tensor([[5, 6, 7], [8, 0, 0]])
-    out = greedy_decode(Oracle(), src, max_len=10)
+    out = greedy_decode(Oracle(), src, max_len=10, use_cache=False)
     assert out.tolist() == [[5, 6, 7, END], [8, END, PAD, PAD]]  # stops once every row has ended; pads after END
-    out = greedy_decode(Oracle(stop=False), src, max_len=6)
+    out = greedy_decode(Oracle(stop=False), src, max_len=6, use_cache=False)
     assert out.shape == (2, 6) and (out != END).all()           # no END: stops at max_len
 
 
-def test_evaluate_counts():
+def test_evaluate_counts(monkeypatch):
+    monkeypatch.setattr(copy_task, 'greedy_decode', functools.partial(greedy_decode, use_cache=False))  # the oracle has no layers
     task = CopyTask()
     assert evaluate(Oracle(), task, n=300) == {'exact_match': 1.0, 'token_accuracy': 1.0, 'n': 300}
     bad = evaluate(Oracle(stop=False), task, n=300)

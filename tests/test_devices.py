@@ -6,7 +6,8 @@ meta tensors hold no data (a `.item()`, a comparison made into a Python bool, a 
 """
 import pytest, torch
 from transformer_tutorial.model import Transformer
-from transformer_tutorial.copy_task import CopyTask, greedy_decode, evaluate
+from transformer_tutorial.copy_task import CopyTask, evaluate
+from transformer_tutorial.decoding import greedy_decode, beam_search
 from transformer_tutorial.training import record_attention, train, make_optimizer, select_device
 
 MIXING = ("same device", "found at least two devices", "expected device", "device type", "Expected all tensors")
@@ -35,13 +36,15 @@ def test_guard_catches_a_forgotten_move():
 def test_decoding_moves_inputs_to_the_model():
     src, _ = CopyTask().sample(4, torch.Generator().manual_seed(0))
     no_device_mixing(lambda: greedy_decode(meta_model(), src, 11))
+    no_device_mixing(lambda: greedy_decode(meta_model(), src, 11, use_cache=False))
+    no_device_mixing(lambda: beam_search(meta_model(), src, 11, beam_size=3))
 
 
 def test_evaluate_and_record_attention_move_inputs():
     model = meta_model()
     no_device_mixing(lambda: evaluate(model, CopyTask(), n=8, batch_size=8))
     def recorded():
-        with record_attention(model): greedy_decode(model, torch.tensor([[3, 4, 5]]), 4)
+        with record_attention(model): greedy_decode(model, torch.tensor([[3, 4, 5]]), 4, use_cache=False)
     no_device_mixing(recorded)
 
 
