@@ -80,6 +80,8 @@ def run_one(path, kernel, wheel=None, timeout=900, save=False):
 def run(paths, python=None, wheel=None, workers=2, timeout=900, save=False):
     "Run the notebooks (the first alone, so that its install cell installs into a fresh environment); returns results in order."
     os.environ["JUPYTER_PATH"] = str(kernel_spec_dir(python or sys.executable))  # read when each client starts its kernel
+    if workers > 1:  # kernels side by side share the cores: each gets its share, or their OpenMP pools fight over them
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
     paths = [Path(p) for p in paths]
     first = [run_one(paths[0], "tt-kernel", wheel, timeout, save)] if paths else []
     with ThreadPoolExecutor(max(1, workers)) as ex:
