@@ -6,7 +6,7 @@ from transformer_tutorial.copy_task import CopyTask, train_copy_task, HELDOUT_SE
 from transformer_tutorial.decoding import KVCache, decode_step, greedy_decode, beam_search, length_penalty
 from transformer_tutorial.masks import padding_mask, causal_mask
 from transformer_tutorial.model import Transformer
-from transformer_tutorial.training import PAD, START, END
+from transformer_tutorial.training import PAD, START, END, make_optimizer, train
 
 
 def random_model(seed, norm_first=True, layers=2, vocab=13, max_len=32):
@@ -24,11 +24,16 @@ def padded_batch(seed, B=8, L=9, vocab=13):
 
 @pytest.fixture(scope='module')
 def trained():
-    "A copy model trained to 100% and a reverse model trained to part of the way (so it still makes mistakes)."
+    "A copy model trained to 100%, a reverse model trained part of the way (it still makes mistakes), and a post-LN copy model."
     copy, _, m = train_copy_task('copy', device='cpu', progress=False)
     assert m['exact_match'] == 1.0
     rev, _, _ = train_copy_task('reverse', steps=150, eval_every=150, n_eval=100, device='cpu', progress=False)
-    return copy, rev
+    torch.manual_seed(0)
+    post = Transformer(13, 13, d_model=64, num_heads=4, num_layers=2, d_ff=128, dropout=0.0, max_len=64, norm_first=False)
+    opt, sched = make_optimizer(post, 3e-3, 50)
+    hist = train(post, CopyTask().batches(128, seed=0), 300, opt, sched, PAD, progress=False)
+    assert sum(hist['loss'][-10:]) < 0.2 * sum(hist['loss'][:10])  # it has learned something
+    return copy, rev, post
 
 
 @pytest.mark.parametrize('norm_first', [True, False])
@@ -43,7 +48,8 @@ def test_cache_gives_the_plain_tokens_on_random_models(norm_first, end_id):
 
 
 def test_cache_gives_the_plain_tokens_on_trained_models(trained):
-    for model, task in zip(trained, (CopyTask(), CopyTask(reverse=True))):
+    "Pre-LN copy and reverse models, and a post-LN copy model."
+    for model, task in zip(trained, (CopyTask(), CopyTask(reverse=True), CopyTask())):
         src, _ = task.heldout_sample(500, torch.Generator().manual_seed(HELDOUT_SEED))
         assert torch.equal(greedy_decode(model, src, 11), greedy_decode(model, src, 11, use_cache=False))
 
