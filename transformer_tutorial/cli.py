@@ -18,6 +18,11 @@ TASKS = {  # --task: the task, and what its model needs beyond train_copy_task's
     'number-words': (lambda: NumberWords(), {'num_layers': 2}),
 }
 
+def _task_name(task):
+    "The `--task` name of a task object."
+    if isinstance(task, NumberWords): return 'number-words'
+    return 'reverse' if task.reverse else 'copy'
+
 def _task_from_config(task):
     "The task object a model folder's config.json records (a folder of version 0.1 names no task: the copy task)."
     if not task: return CopyTask()
@@ -29,12 +34,17 @@ def _parser():
     p = argparse.ArgumentParser(prog='transformer-tutorial', description='Train and try the Transformer of the transformer_tutorial course.')
     sub = p.add_subparsers(dest='command', required=True, metavar='COMMAND')
     t = sub.add_parser('train', help='train a task (copy, reverse or number-words) to 100%% held-out exact match')
-    t.add_argument('--task', choices=list(TASKS), default='copy', help='what to learn (default: copy)')
+    t.add_argument('--task', choices=list(TASKS), default=None, help='what to learn (default: copy, or the task of --resume)')
     t.add_argument('--steps', type=_positive_int, default=None, help='step budget (default: 1500; training stops early at 100%%)')
     t.add_argument('--device', default=None, help='cpu, cuda, cuda:N or mps (default: the best available)')
     t.add_argument('--seed', type=_seed, default=0, help='seed for the weights and the training data, 0 to 2**63-1 (default: 0)')
     t.add_argument('--out', default=None, help='output folder (default: runs/TASK)')
     t.add_argument('--json', action='store_true', help='print the final metrics as one JSON line (the last line of stdout)')
+    t.add_argument('--batch-size', type=_positive_int, default=128, help='sequences per step over all processes (default: 128)')
+    t.add_argument('--resume', default=None, metavar='FOLDER', help='continue the run saved in FOLDER (written with any number of '
+                   'processes) up to --steps; writes into FOLDER unless --out is given')
+    t.add_argument('--timeout', type=_positive_int, default=300, metavar='SECONDS', help='under torchrun: how long a process waits '
+                   'for the others before giving up with an error (default: 300)')
     d = sub.add_parser('decode', help='decode a sequence of data tokens with a trained model')
     d.add_argument('--checkpoint', required=True, help='a model folder written by `train` (or its model.safetensors)')
     d.add_argument('tokens', help='data token ids separated by spaces, e.g. "3 5 7 2"; for a number-words model, a number, e.g. 1234')
@@ -103,25 +113,35 @@ def _save_plots(out, model, history, task):
     plt.close(fig)
 
 def _train(args):
-    "The `train` subcommand."
-    from transformer_tutorial.copy_task import train_copy_task
-    from transformer_tutorial.training import select_device
-    out = args.out or os.path.join('runs', args.task)
+    "The `train` subcommand, in one process or in every process of a torchrun job (rank 0 alone prints and writes)."
+    from transformer_tutorial.data_parallel import train_data_parallel, torchrun_env, rank_device
+    from transformer_tutorial.model_files import read_config
+    env = torchrun_env()
+    if args.resume:
+        task = _task_from_config(read_config(args.resume).get('task'))
+        if args.task and args.task != _task_name(task):
+            raise UsageError(f"--task {args.task}, but {args.resume} holds a {_task_name(task)} run; leave --task out to resume it")
+        name, options = _task_name(task), {}  # the architecture comes from the folder
+    else:
+        name = args.task or 'copy'
+        make_task, options = TASKS[name]
+        task = make_task()
+    out = args.out or args.resume or os.path.join('runs', name)
     if os.path.exists(out) and not os.path.isdir(out): raise UsageError(f"--out {out} is a file; give a folder to write the run into")
-    select_device(args.device)  # a device that is not here fails now, with its own message, before anything is written
+    rank_device(env, args.device)  # a device that is not here fails now, with its own message, before anything is written
     os.makedirs(out, exist_ok=True)
     log = lambda s: print(s, flush=True)
-    log(f"training the {args.task} task (seed {args.seed}) -> {out}")
-    make_task, options = TASKS[args.task]
-    task = make_task()
-    model, history, metrics = train_copy_task(task, steps=args.steps, device=args.device, seed=args.seed,
-                                              checkpoint=out, log=log, progress=sys.stderr.isatty(), **options)
+    if env.is_main: log(f"training the {name} task (seed {args.seed}{f', {env.world_size} processes' if env.world_size > 1 else ''}) -> {out}")
+    model, history, metrics = train_data_parallel(task, steps=args.steps, device=args.device, seed=args.seed, batch_size=args.batch_size,
+                                                  checkpoint=out, resume=args.resume, timeout=args.timeout, log=log,
+                                                  progress=sys.stderr.isatty(), **options)
+    if not env.is_main: return 0
     _save_plots(out, model, history, task)
     log(f"held-out exact match {metrics['exact_match']:.1%}, token accuracy {metrics['token_accuracy']:.2%} "
         f"on {metrics['n']} sequences after {metrics['steps']} steps")
     log(f"wrote {out}: config.json, model.safetensors, training_state.safetensors, loss.png, attention.png")
     if args.json:
-        print(json.dumps({'task': args.task, 'seed': args.seed, **metrics, 'checkpoint': out}), flush=True)
+        print(json.dumps({'task': name, 'seed': args.seed, **metrics, 'checkpoint': out}), flush=True)
     return 0
 
 # %% ../nbs/12_cli.ipynb #2ace4eae
@@ -188,12 +208,25 @@ def _make_assignments(args):
 def main(argv=None):
     "Entry point of the `transformer-tutorial` console script; returns the exit code."
     from transformer_tutorial.copy_task import TrainingInterrupted
+    from transformer_tutorial.data_parallel import torchrun_env
     args = _parser().parse_args(argv)
     run = {'train': _train, 'decode': _decode, 'convert': _convert, 'make-assignments': _make_assignments}[args.command]
-    try: return run(args)
+    who = f"transformer-tutorial {args.command}"
+    try:
+        env = torchrun_env()  # under torchrun, messages name the process
+        if env.world_size > 1: who += f" (rank {env.rank})"
+        return run(args)
     except (UsageError, OSError, ValueError) as e:  # ModelFileError is a ValueError
-        print(f"transformer-tutorial {args.command}: error: {e}", file=sys.stderr)
+        print(f"{who}: error: {e}", file=sys.stderr)
         return 2
     except TrainingInterrupted as e:  # Ctrl-C: say what was kept, exit like an interrupted program (128 + SIGINT)
-        print(f"transformer-tutorial {args.command}: {e}", file=sys.stderr)
+        print(f"{who}: {e}", file=sys.stderr)
         return 130
+    except RuntimeError as e:  # under torchrun: a collective timed out, or another process died
+        if torchrun_env().world_size == 1: raise
+        print(f"{who}: error: the other processes of the job stopped answering (one died, hangs, or the --timeout is too short): "
+              f"{str(e).splitlines()[0][:300]}", file=sys.stderr)
+        return 1
+
+if __name__ == '__main__' and os.path.basename(sys.argv[0]) == 'cli.py':  # python -m transformer_tutorial.cli (as torchrun runs it),
+    sys.exit(main())                                                    # not this cell in a notebook
