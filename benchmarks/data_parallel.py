@@ -31,7 +31,7 @@ def worker(a):
         data_parallel_step(ddp, [b.to(device) for b in batches()], opt, PAD)  # .item() inside waits for the device
     sync()
     if env.is_main: print(f"RESULT {1e3 * (time.perf_counter() - t0) / a.steps:.3f} {torch.get_num_threads()}", flush=True)
-    if env.world_size > 1: dist.destroy_process_group()
+    if env.world_size > 1: dist.barrier(); dist.destroy_process_group()
 
 
 def main():

@@ -100,7 +100,7 @@ for name in ('sgd', 'adamw'):
     result['grads'] = {k: p.grad.clone() for k, p in m.named_parameters()}
     result['loss'] = loss
 if env.is_main: torch.save(result, out)
-if env.world_size > 1: dist.destroy_process_group()
+if env.world_size > 1: dist.barrier(); dist.destroy_process_group()
 """
 
 
@@ -201,7 +201,7 @@ def _start_and_wait_for_checkpoint(tmp_path, *extra):
     out = tmp_path / 'run'
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', '-m', 'transformer_tutorial.cli',
            'train', '--device', 'cpu', '--steps', '1500', '--out', str(out), *extra]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while not (out / 'model.safetensors').exists():
         assert p.poll() is None and time.monotonic() < deadline, 'the run ended before its first checkpoint'
@@ -209,6 +209,14 @@ def _start_and_wait_for_checkpoint(tmp_path, *extra):
     workers = _workers(p.pid)
     assert len(workers) == 2, workers
     return p, out, workers
+
+
+def _stop(p):
+    "End a torchrun job that is still running: SIGTERM (torchrun stops its workers), then SIGKILL."
+    if p.poll() is not None: return
+    p.terminate()
+    try: p.communicate(timeout=60)
+    except subprocess.TimeoutExpired: p.kill(); p.communicate()
 
 
 def _checkpoint_is_whole(out):
@@ -226,7 +234,7 @@ def test_a_rank_that_dies_ends_the_job(tmp_path):
         t0 = time.monotonic()
         _, err = p.communicate(timeout=60)
     finally:
-        if p.poll() is None: os.killpg(p.pid, signal.SIGKILL)
+        _stop(p)
     assert p.returncode != 0 and time.monotonic() - t0 < 60
     assert 'exitcode  : -9' in err and 'Signal 9 (SIGKILL)' in err
     _checkpoint_is_whole(out)
@@ -244,7 +252,7 @@ def test_a_rank_that_stops_answering_times_out(tmp_path):
         _, err = p.communicate(timeout=120)
         waited = time.monotonic() - t0
     finally:
-        if p.poll() is None: os.killpg(p.pid, signal.SIGKILL)
+        _stop(p)
     assert p.returncode != 0 and waited < 120
     assert 'error: the other processes of the job stopped answering (one died, hangs, or the --timeout is too short)' in err
     _checkpoint_is_whole(out)

@@ -51,11 +51,12 @@ def torchrun_env(environ=None):
 def run_torchrun(*args, nproc_per_node=2, launcher=('--standalone',), timeout=600):
     "Run `torchrun --nproc_per_node N LAUNCHER... ARGS...` with this Python as a subprocess and return the `subprocess.CompletedProcess` (text output); after `timeout` seconds the job, workers included, is killed and `subprocess.TimeoutExpired` raised."
     cmd = [sys.executable, '-m', 'torch.distributed.run', *launcher, f'--nproc_per_node={nproc_per_node}', *map(str, args)]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True) as p:
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
         try: out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, 9)  # torchrun and its workers share the new session's process group
-            p.communicate()
+            p.terminate()  # SIGTERM: torchrun stops its workers, then exits
+            try: p.communicate(timeout=60)
+            except subprocess.TimeoutExpired: p.kill(); p.communicate()
             raise
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
@@ -161,46 +162,46 @@ def train_data_parallel(task='copy', steps=None, device=None, seed=0, batch_size
     check_split(run['batch_size'], env.world_size, accumulate)  # before joining: every rank fails alike, none waits
     env, device = init_distributed(device, timeout)
     log = log if env.is_main else None
+    if resume is None: model = task_model(task, seed, d_model, num_heads, num_layers, d_ff)
+    model.to(device)
+    opt, sched = make_optimizer(model, run['lr'], min(run['warmup'], run['horizon']), total=run['horizon'],
+                                cooldown=run['cooldown'], floor=run['lr_floor'])
+    next_batch = sharded_batches(task, run['batch_size'], env, run['seed'], accumulate)
+    history = {'loss': [], 'accuracy': [], 'lr': [], 'eval_step': [], 'eval_exact': [], 'eval_token': []}
+    if resume is not None:
+        resume_training_state(state, opt, sched, next_batch.generator)
+        history = state['history']
+        if log: log(f"resuming {resume} at step {state['step']} on {env.world_size} process(es)")
+    ddp = DDP(model, device_ids=[device.index] if device.type == 'cuda' else None) if env.world_size > 1 else model
+    amp, scaler = _autocast(device)
+    save = lambda metrics: save_checkpoint(checkpoint, model, opt, sched, history, generator=next_batch.generator,
+                                           metrics=metrics, task=task.to_dict(), run=run, world_size=env.world_size)
+    from tqdm.auto import tqdm
+    done, metrics = len(history['loss']), None
     try:
-        if resume is None: model = task_model(task, seed, d_model, num_heads, num_layers, d_ff)
-        model.to(device)
-        opt, sched = make_optimizer(model, run['lr'], min(run['warmup'], run['horizon']), total=run['horizon'],
-                                    cooldown=run['cooldown'], floor=run['lr_floor'])
-        next_batch = sharded_batches(task, run['batch_size'], env, run['seed'], accumulate)
-        history = {'loss': [], 'accuracy': [], 'lr': [], 'eval_step': [], 'eval_exact': [], 'eval_token': []}
-        if resume is not None:
-            resume_training_state(state, opt, sched, next_batch.generator)
-            history = state['history']
-            if log: log(f"resuming {resume} at step {state['step']} on {env.world_size} process(es)")
-        ddp = DDP(model, device_ids=[device.index] if device.type == 'cuda' else None) if env.world_size > 1 else model
-        amp, scaler = _autocast(device)
-        save = lambda metrics: save_checkpoint(checkpoint, model, opt, sched, history, generator=next_batch.generator,
-                                               metrics=metrics, task=task.to_dict(), run=run, world_size=env.world_size)
-        from tqdm.auto import tqdm
-        done, metrics = len(history['loss']), None
-        try:
-            while done < steps:
-                n = min(eval_every - done % eval_every, steps - done)
-                ddp.train()
-                for _ in tqdm(range(n), disable=not (progress and env.is_main), leave=False, desc=f'steps {done}-{done + n} of {steps}'):
-                    lr_now = sched.get_last_lr()[0]
-                    loss, acc = data_parallel_step(ddp, [b.to(device) for b in next_batch()], opt, PAD, run['label_smoothing'],
-                                                   amp=amp, scaler=scaler)
-                    sched.step()
-                    history['loss'].append(loss); history['accuracy'].append(acc); history['lr'].append(lr_now)
-                done += n
-                metrics = _broadcast(evaluate(model, task, n_eval) if env.is_main else None, env)
-                history['eval_step'].append(done); history['eval_exact'].append(metrics['exact_match']); history['eval_token'].append(metrics['token_accuracy'])
-                if log: log(f"step {done}: loss {history['loss'][-1]:.4f}, held-out exact match {metrics['exact_match']:.1%}, token accuracy {metrics['token_accuracy']:.2%}")
-                if metrics['exact_match'] == 1.0: break
-                if checkpoint and env.is_main and done < steps: save({**metrics, 'steps': done})  # a crash loses at most eval_every steps
-        except KeyboardInterrupt:  # Ctrl-C (torchrun passes it to every rank): rank 0 keeps what was learned
-            trained = len(history['loss'])
-            if checkpoint and env.is_main: save({'steps': trained, 'interrupted': True})
-            raise TrainingInterrupted(trained, checkpoint if checkpoint else None) from None
-        metrics = {**(metrics or {}), 'steps': done}
-        if checkpoint and env.is_main: save(metrics)
-        if env.world_size > 1: dist.barrier()  # nobody leaves before rank 0's checkpoint is on disk
-        return model, history, metrics
-    finally:
-        if env.world_size > 1 and dist.is_initialized(): dist.destroy_process_group()
+        while done < steps:
+            n = min(eval_every - done % eval_every, steps - done)
+            ddp.train()
+            for _ in tqdm(range(n), disable=not (progress and env.is_main), leave=False, desc=f'steps {done}-{done + n} of {steps}'):
+                lr_now = sched.get_last_lr()[0]
+                loss, acc = data_parallel_step(ddp, [b.to(device) for b in next_batch()], opt, PAD, run['label_smoothing'],
+                                               amp=amp, scaler=scaler)
+                sched.step()
+                history['loss'].append(loss); history['accuracy'].append(acc); history['lr'].append(lr_now)
+            done += n
+            metrics = _broadcast(evaluate(model, task, n_eval) if env.is_main else None, env)
+            history['eval_step'].append(done); history['eval_exact'].append(metrics['exact_match']); history['eval_token'].append(metrics['token_accuracy'])
+            if log: log(f"step {done}: loss {history['loss'][-1]:.4f}, held-out exact match {metrics['exact_match']:.1%}, token accuracy {metrics['token_accuracy']:.2%}")
+            if metrics['exact_match'] == 1.0: break
+            if checkpoint and env.is_main and done < steps: save({**metrics, 'steps': done})  # a crash loses at most eval_every steps
+    except KeyboardInterrupt:  # Ctrl-C in a terminal reaches every process of the job: rank 0 keeps what was learned
+        trained = len(history['loss'])
+        if checkpoint and env.is_main: save({'steps': trained, 'interrupted': True})
+        raise TrainingInterrupted(trained, checkpoint if checkpoint else None) from None
+    metrics = {**(metrics or {}), 'steps': done}
+    if checkpoint and env.is_main: save(metrics)
+    if env.world_size > 1:
+        dist.barrier()  # nobody leaves before rank 0's checkpoint is on disk, nor tears the group down while others use it
+        dist.destroy_process_group()
+    return model, history, metrics
+
