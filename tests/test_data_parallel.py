@@ -154,6 +154,7 @@ def test_resume_across_world_sizes(tmp_path):
         assert load_training_state(folder)['step'] == 60
         r = cli(then, '--resume', folder, '--steps', 120); assert r.returncode == 0, r.stderr[-3000:]
         assert f'resuming {folder} at step 60 on {then} process(es)' in r.stdout
+        assert f'continuing the copy run of {folder}' in r.stdout and 'seed' not in r.stdout.splitlines()[0]
         model, state = load_checkpoint(folder)
         assert state['step'] == 120 and state['world_size'] == then
         hist[first, then] = state['history']

@@ -131,7 +131,9 @@ def _train(args):
     rank_device(env, args.device)  # a device that is not here fails now, with its own message, before anything is written
     os.makedirs(out, exist_ok=True)
     log = lambda s: print(s, flush=True)
-    if env.is_main: log(f"training the {name} task (seed {args.seed}{f', {env.world_size} processes' if env.world_size > 1 else ''}) -> {out}")
+    procs = f", {env.world_size} processes" if env.world_size > 1 else ''
+    if env.is_main: log(f"continuing the {name} run of {args.resume}{procs} -> {out}" if args.resume else
+                        f"training the {name} task (seed {args.seed}{procs}) -> {out}")
     model, history, metrics = train_data_parallel(task, steps=args.steps, device=args.device, seed=args.seed, batch_size=args.batch_size,
                                                   checkpoint=out, resume=args.resume, timeout=args.timeout, log=log,
                                                   progress=sys.stderr.isatty(), **options)
@@ -223,7 +225,7 @@ def main(argv=None):
         print(f"{who}: {e}", file=sys.stderr)
         return 130
     except RuntimeError as e:  # under torchrun: a collective timed out, or another process died
-        if torchrun_env().world_size == 1: raise
+        if env.world_size == 1: raise
         print(f"{who}: error: the other processes of the job stopped answering (one died, hangs, or the --timeout is too short): "
               f"{str(e).splitlines()[0][:300]}", file=sys.stderr)
         return 1

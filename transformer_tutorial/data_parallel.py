@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from .attention import _check_positive_int
 from .training import PAD, Batch, make_optimizer, select_device, _autocast
-from .copy_task import CopyTask, evaluate, TrainingInterrupted, task_model
+from .copy_task import CopyTask, evaluate, TrainingInterrupted, as_task, task_model
 from .model_files import save_checkpoint, load_checkpoint, resume_training_state
 
 # %% ../nbs/12a_data_parallel.ipynb #fe46a7f0
@@ -148,9 +148,7 @@ def train_data_parallel(task='copy', steps=None, device=None, seed=0, batch_size
                         label_smoothing=0.0, eval_every=100, n_eval=1000, checkpoint=None, resume=None, timeout=300,
                         progress=True, log=None):
     "`train_copy_task` on every process of a torchrun job, or alone: DDP, each rank its slice of the global batch, rank 0 evaluates, logs and saves; `resume`: a checkpoint folder to go on from, written by any number of processes. Returns (model, history, metrics)."
-    if isinstance(task, str):
-        if task not in ('copy', 'reverse'): raise ValueError(f"task must be 'copy' or 'reverse', got {task!r}")
-        task = CopyTask(reverse=task == 'reverse')
+    task = as_task(task)
     steps = 1500 if steps is None else steps
     _check_positive_int('steps', steps); _check_positive_int('accumulate', accumulate)
     env = torchrun_env()
