@@ -82,9 +82,9 @@ def test_too_long_sequence_names_both_lengths():
 
 def test_wrong_mask_shape_names_expected_shape():
     model = Transformer(**CFG)
-    with pytest.raises(ValueError, match=r"tgt_mask has shape \(2, 1, 4, 5\).*\(2, 4, 5, 5\)"):
+    with pytest.raises(ValueError, match=r"tgt_mask of shape \(2, 1, 4, 5\).*\(2, 4, 5, 5\)"):
         model(SRC, TGT, padding_mask(SRC, 0), target_mask(TGT, 0)[:, :, :4])
-    with pytest.raises(ValueError, match=r"src_mask has shape \(2, 1, 1, 5\).*\(2, 4, 7, 7\)"):
+    with pytest.raises(ValueError, match=r"src_mask of shape \(2, 1, 1, 5\).*\(2, 4, 7, 7\)"):
         model(SRC, TGT, torch.ones(2, 1, 1, 5, dtype=torch.bool))
 
 

@@ -15,15 +15,15 @@ def _check_positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
-def _check_mask(mask, scores_shape):
-    "Raise a clear error unless `mask` is boolean and broadcasts to `scores_shape`."
+def _check_mask(mask, scores_shape, name='mask'):
+    "Raise a clear error, naming the argument `name`, unless `mask` is boolean and broadcasts to `scores_shape`."
     if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
+        raise TypeError(f"{name} must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
     try: shape = torch.broadcast_shapes(mask.shape, scores_shape)
     except RuntimeError: shape = None
     # Broadcasting must not *grow* the scores: a mask with extra or larger dims is an error too.
     if shape != torch.Size(scores_shape):
-        raise ValueError(f"mask of shape {tuple(mask.shape)} cannot broadcast to the attention scores' shape {tuple(scores_shape)}")
+        raise ValueError(f"{name} of shape {tuple(mask.shape)} cannot broadcast to the attention scores' shape {tuple(scores_shape)}")
 
 # %% ../nbs/01_attention.ipynb #13f7c229
 def scaled_dot_product_attention(query, key, value, mask=None, dropout=None):
