@@ -41,3 +41,15 @@ def test_train_copy_task_leaves_the_global_rng_alone():
     torch.manual_seed(123)
     train_copy_task('copy', steps=2, eval_every=2, n_eval=10, progress=False, device='cpu')
     torch.testing.assert_close(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize('module, name', [
+    (lambda: __import__('transformer_tutorial.feed_forward', fromlist=['x']).PositionwiseFeedForward(8, 16), 'PositionwiseFeedForward'),
+    (lambda: __import__('transformer_tutorial.layer_norm', fromlist=['x']).LayerNorm(8), 'LayerNorm'),
+    (lambda: __import__('transformer_tutorial.modern_blocks', fromlist=['x']).RMSNorm(8), 'RMSNorm'),
+    (lambda: __import__('transformer_tutorial.modern_blocks', fromlist=['x']).SwiGLUFeedForward(8, 16), 'SwiGLUFeedForward'),
+])
+def test_every_width_check_says_the_same_thing(module, name):
+    "One validator for the width of an input: every module's message names itself, the expected width and the shape."
+    with pytest.raises(ValueError, match=rf"^{name} expects the last dimension of its input to be d_model=8, got shape \(2, 3, 9\)$"):
+        module()(torch.randn(2, 3, 9))

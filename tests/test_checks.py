@@ -197,3 +197,95 @@ def test_code_run_before_the_import_cell_gets_told_to_run_from_the_top():
     exec("def causal_mask(size):\n    return torch.ones(size, size, dtype=torch.bool).tril()[None, None]\n", namespace)  # no torch here
     with pytest.raises(AssertionError, match=r"NameError: name 'torch' is not defined.*run the notebook's cells from the top"):
         check_causal_mask(namespace["causal_mask"])
+
+
+# ---- blind spots: degenerate inputs, dtypes, side effects, parameters shared between sublayers
+def _sdpa_in_place(query, key, value, mask=None):
+    query /= math.sqrt(query.size(-1))           # scales the caller's tensor
+    return scaled_dot_product_attention(query * math.sqrt(query.size(-1)), key, value, mask)
+
+
+def _sdpa_float32(query, key, value, mask=None):
+    return scaled_dot_product_attention(query.float(), key.float(), value.float(), mask)
+
+
+def _sdpa_squeezed(query, key, value, mask=None):
+    out, w = scaled_dot_product_attention(query, key, value, mask)
+    return out.squeeze(), w.squeeze()
+
+
+class _NormNoEps(nn.Module):
+    def __init__(self, d_model):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        mu, sigma = x.mean(-1, keepdim=True), x.std(-1, unbiased=False, keepdim=True)
+        return (x - mu) / sigma * self.weight + self.bias   # 0 / 0 on a row of equal entries
+
+
+class _NormFloat32(LayerNorm):
+    def forward(self, x): return super().forward(x.float())
+
+
+class _EncoderOneNorm(EncoderLayer):
+    "Registers two norms but runs the first in both sublayers."
+    def forward(self, x, mask=None):
+        norm = self.sublayers[0].norm
+        x = x + self.self_attn(norm(x), norm(x), norm(x), mask)[0]
+        return x + self.feed_forward(norm(x))
+
+
+class _DecoderOneAttention(DecoderLayer):
+    "Registers a cross-attention module but runs the self-attention module for both."
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask)[0])
+        x = self.sublayers[1](x, lambda y: self.self_attn(y, memory, memory, memory_mask)[0])
+        return self.sublayers[2](x, self.feed_forward)
+
+
+class _DecoderNormsRegisteredBackwards(nn.Module):
+    "A correct decoder layer whose norms are registered in the reverse of the order they run: must pass."
+    def __init__(self, d_model, num_heads, d_ff):
+        super().__init__()
+        self.norm_ff, self.norm_cross, self.norm_self = LayerNorm(d_model), LayerNorm(d_model), LayerNorm(d_model)
+        self.self_attn, self.cross_attn = MultiHeadAttention(d_model, num_heads), MultiHeadAttention(d_model, num_heads)
+        self.ff = PositionwiseFeedForward(d_model, d_ff)
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        y = self.norm_self(x); x = x + self.self_attn(y, y, y, tgt_mask)[0]
+        y = self.norm_cross(x); x = x + self.cross_attn(y, memory, memory, memory_mask)[0]
+        return x + self.ff(self.norm_ff(x))
+
+
+@pytest.mark.parametrize('check, impl, expected', [
+    ('check_scaled_dot_product_attention', _sdpa_in_place, 'changed its input tensor #1 (2, 3, 4, 8) in place'),
+    ('check_scaled_dot_product_attention', _sdpa_float32, 'float64 inputs gave output torch.float32'),
+    ('check_scaled_dot_product_attention', _sdpa_squeezed, 'for Lq = 1, Lk = 6'),
+    ('check_layer_norm', _NormNoEps, 'NaN or inf for a row whose entries are all equal (variance 0)'),
+    ('check_layer_norm', _NormFloat32, 'float64 inputs lose precision'),
+    ('check_encoder_layer', _EncoderOneNorm, 'the self-attention and feed-forward sublayers use the same layer norm'),
+    ('check_decoder_layer', _DecoderOneAttention, 'self-attention and cross-attention run the same attention module'),
+])
+def test_blind_spots_are_caught_and_named(check, impl, expected):
+    with pytest.raises(AssertionError) as e:
+        getattr(checks, check)(impl)
+    assert expected in str(e.value), str(e.value)
+
+
+def test_blind_spot_mutants_pass_the_old_probes():
+    "Each blind-spot mutant is right on the ordinary inputs, so only the new probes can catch it (the tests above can fail)."
+    q, k, v = (torch.randn(2, 3, 4, 8, dtype=torch.float64) for _ in range(3))
+    for f in (_sdpa_float32, _sdpa_squeezed):
+        torch.testing.assert_close(f(q, k, v)[0].double(), scaled_dot_product_attention(q, k, v)[0], atol=1e-5, rtol=1e-5)
+    x = torch.randn(2, 5, 8) * 3 + 1
+    torch.testing.assert_close(_NormNoEps(8)(x), nn.LayerNorm(8, eps=1e-12)(x), atol=1e-5, rtol=1e-5)
+    torch.manual_seed(0)
+    layer, ours = EncoderLayer(8, 2, 16).eval(), _EncoderOneNorm(8, 2, 16).eval()
+    ours.load_state_dict(layer.state_dict())
+    torch.testing.assert_close(ours(x), layer(x))   # equal while the two norms hold equal parameters
+
+
+def test_norms_registered_in_another_order_pass(capsys):
+    checks.check_decoder_layer(_DecoderNormsRegisteredBackwards)
+    assert capsys.readouterr().out.startswith('✓ DecoderLayer passes')

@@ -159,3 +159,11 @@ def test_bad_input(call, message):
     model = random_model(0, layers=1, max_len=16)
     with pytest.raises((ValueError, TypeError)) as e: call(model)
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize('seed', [1, 4, 6, 8])  # seeds where some beam that was not chosen runs longer than the answers
+def test_beam_search_is_as_wide_as_its_longest_chosen_answer(seed):
+    "The output is cut where the longest chosen answer ends, like greedy_decode's, not where the last beam stopped."
+    out = beam_search(random_model(seed, vocab=5).eval(), padded_batch(seed, vocab=5), 12, beam_size=3)
+    ends = [int((row == END).nonzero()[0]) + 1 if (row == END).any() else 12 for row in out]
+    assert out.size(1) == max(ends)

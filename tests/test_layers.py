@@ -101,6 +101,18 @@ def test_stack_shapes(data):
     assert dec(t, enc(x, src_mask), tgt_mask, src_mask).shape == (2, 5, D)
 
 
+def test_pre_ln_stack_output_normalized_at_every_position(data):
+    x, t, src_mask, tgt_mask = data
+    enc, dec = Encoder(D, H, FF, 2).eval(), Decoder(D, H, FF, 2).eval()
+    memory = enc(x, src_mask)
+    out = dec(t, memory, tgt_mask, src_mask)
+    h = t  # the stream entering the final LayerNorm
+    for layer in dec.layers: h = layer(h, memory, tgt_mask, src_mask)
+    var, std = h.var(-1, unbiased=False), out.std(-1, unbiased=False)
+    torch.testing.assert_close(out.mean(-1), torch.zeros(2, 5), atol=1e-5, rtol=0)
+    torch.testing.assert_close(std, (var / (var + dec.norm.eps)).sqrt(), atol=1e-6, rtol=0)  # every position
+    torch.testing.assert_close(std, torch.ones(2, 5), atol=1e-4, rtol=0)
+
 def test_wrong_mask_shape_names_expected_shape(data):
     x, _, _, _ = data
     with pytest.raises(ValueError, match=r"\(2, 4, 6, 6\)"):

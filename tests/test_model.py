@@ -139,3 +139,18 @@ def test_parameter_table_base_config():
     assert rows['output projection'] == 37000  # its weight is the target embedding, counted there
     base.src_embed.lut.weight = base.tgt_embed.lut.weight  # the paper's three-way sharing
     assert parameter_table(base)['total'] == 63_121_544
+
+
+def test_dropout_sites_name_every_dropout_and_its_role():
+    from collections import Counter
+    from transformer_tutorial.model import dropout_sites
+    N = 3
+    model = Transformer(11, 13, d_model=16, num_heads=2, num_layers=N, d_ff=32, dropout=0.2)
+    sites = dropout_sites(model)
+    assert len(sites) == sum(isinstance(m, torch.nn.Dropout) for m in model.modules())
+    assert Counter(role for _, role, _ in sites) == {'embeddings + positions': 1, 'sublayer output (residual)': 5 * N,
+                                                     'attention weights': 3 * N, 'feed-forward hidden': 2 * N}
+    assert {p for _, _, p in sites} == {0.2}
+    assert ('encoder.layers.0.self_attn.dropout', 'attention weights', 0.2) in sites
+    model.extra = torch.nn.Dropout(0.3)  # a dropout the course does not know is listed, not refused
+    assert dropout_sites(model)[-1] == ('extra', 'other', 0.3)

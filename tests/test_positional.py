@@ -71,3 +71,27 @@ def test_too_long_raises_naming_both_lengths():
 def test_wrong_width_raises():
     with pytest.raises(ValueError, match=r"d_model=8"):
         PositionalEncoding(8, max_len=10)(torch.zeros(1, 5, 4))
+
+
+def test_plot_legend_beside_the_curves():
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+    from transformer_tutorial.positional import plot_positional_encoding
+    fig = plot_positional_encoding(64, 100, dims=tuple(range(0, 64, 4)))  # 16 curves: a long legend
+    try:
+        fig.canvas.draw()
+        curves = next(ax for ax in fig.axes if ax.get_legend())
+        legend, area = curves.get_legend().get_window_extent(), curves.get_window_extent()
+        assert legend.x0 > area.x1 and legend.x1 < fig.bbox.x1  # right of the curves, inside the figure
+    finally:
+        plt.close(fig)
+
+
+def test_explorer_redraws_on_release_only():
+    widgets = pytest.importorskip("ipywidgets")
+    import matplotlib.pyplot as plt
+    from transformer_tutorial.positional import positional_encoding_explorer
+    w = positional_encoding_explorer()  # draws once
+    plt.close('all')
+    controls = [c for c in w.children if isinstance(c, (widgets.IntSlider, widgets.Text))]
+    assert len(controls) == 3 and not any(c.continuous_update for c in controls)

@@ -15,6 +15,11 @@ def _check_positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
+def _check_width(what, x, d_model):
+    "Raise a clear error unless the last dimension of `x` (the input of `what`) is `d_model`."
+    if x.size(-1) != d_model:
+        raise ValueError(f"{what} expects the last dimension of its input to be d_model={d_model}, got shape {tuple(x.shape)}")
+
 def _check_mask(mask, scores_shape, name='mask'):
     "Raise a clear error, naming the argument `name`, unless `mask` is boolean and broadcasts to `scores_shape`."
     if mask.dtype != torch.bool:

@@ -44,14 +44,22 @@ _RUN_FROM_TOP = ("; a name your code uses is not defined in this session: run th
                  "the import cell first (Run All)")
 
 def _call(name, fn, *args, **kw):
-    "Run the student's code; turn any exception into an AssertionError that shows the input shapes."
+    "Run the student's code; an exception, or a change to the caller's tensors, becomes an AssertionError that shows the input shapes."
+    before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
+    shapes = ', '.join(str(_shape(a)) if isinstance(a, torch.Tensor) else repr(a) for a in args)
     try:
-        with torch.no_grad(): return fn(*args, **kw)
+        with torch.no_grad(): res = fn(*args, **kw)
     except AssertionError: raise
     except Exception as e:
-        shapes = ', '.join(str(_shape(a)) if isinstance(a, torch.Tensor) else repr(a) for a in args)
         hint = _RUN_FROM_TOP if isinstance(e, NameError) else ''
         raise AssertionError(f"{name}: raised {type(e).__name__}: {e} (called with {shapes}){hint}") from e
+    changed = [k for k, (a, b) in enumerate(zip(args, before)) if b is not None and not torch.equal(a, b)]
+    if changed:
+        which = ', '.join(f"#{k + 1} {_shape(args[k])}" for k in changed)
+        raise AssertionError(f"{name}: changed its input tensor {which} in place (called with {shapes}): the caller's tensors "
+                             "must come back as they were; compute new tensors (x.masked_fill(...), x * w) instead of "
+                             "in-place operations (x.masked_fill_(...), x *= w, x[...] = ...)")
+    return res
 
 def _build(name, cls, *args):
     "Construct the student's module without touching the global random state; an exception names the call."
@@ -121,7 +129,7 @@ def _row_mask(*shape, seed=0):
 # %% ../nbs/13_checks.ipynb #5fe9145c
 @_keeps_rng
 def check_scaled_dot_product_attention(fn):
-    "Check `fn(query, key, value, mask=None) -> (output, weights)` against the reference and PyTorch."
+    "Check `fn(query, key, value, mask=None) -> (output, weights)`: any leading dims, boolean mask True = may attend, inputs left unchanged, float64 kept, one query or key allowed."
     name, n = 'scaled_dot_product_attention', 0
     B, H, Lq, Lk, d = 2, 3, 4, 6, 8
     q, k, v = _randn(B, H, Lq, d, seed=1), _randn(B, H, Lk, d, seed=2), _randn(B, H, Lk, d, seed=3)
@@ -170,6 +178,21 @@ def check_scaled_dot_product_attention(fn):
         _fail(name, f"works on 4-D inputs but raised {type(e).__name__}: {e} on 3-D inputs query {(B, Lq, d)}, key {(B, Lk, d)}, value {(B, Lk, 5)}: use key.transpose(-2, -1) and size(-1), not fixed axes")
     out, w = _pair(name, res, (B, Lq, 5), (B, Lq, Lk), f" for 3-D query {(B, Lq, d)}, key {(B, Lk, d)}, value {(B, Lk, 5)} (d_v = 5 differs from d_k = {d})")
     if not _close(out, _sdpa(q3, k3, v3)[0]): _fail(name, "correct on 4-D inputs but wrong on 3-D inputs (B, L, d) with d_v != d_k")
+    n += 1
+    # float64 stays float64, to float64 precision
+    q64, k64, v64 = q3.double(), k3.double(), v3.double()
+    out, w = _pair(name, _call(name, fn, q64, k64, v64), (B, Lq, 5), (B, Lq, Lk), " for float64 inputs")
+    if out.dtype != torch.float64 or w.dtype != torch.float64:
+        _fail(name, f"float64 inputs gave output {out.dtype} and weights {w.dtype}: keep the input's dtype (no torch.tensor(..., dtype=torch.float32) or .float() inside)")
+    if not torch.allclose(out, _sdpa(q64, k64, v64)[0], atol=1e-10, rtol=1e-10):
+        _fail(name, f"float64 inputs lose precision (max error {_maxerr(out, _sdpa(q64, k64, v64)[0]):.3g}): compute in the input's dtype")
+    n += 1
+    # one query, one key: the single weight is exactly 1
+    for lq, lk in ((1, Lk), (Lq, 1), (1, 1)):
+        q1, k1, v1 = q3[:, :lq], k3[:, :lk], v3[:, :lk]
+        out, w = _pair(name, _call(name, fn, q1, k1, v1), (B, lq, 5), (B, lq, lk), f" for Lq = {lq}, Lk = {lk}")
+        if torch.isnan(out).any() or not _close(out, _sdpa(q1, k1, v1)[0]):
+            _fail(name, f"wrong for Lq = {lq}, Lk = {lk} (a single query or key){' (NaN in the output)' if torch.isnan(out).any() else ''}: do not squeeze dimensions or index fixed positions; with one key its weight is 1")
     n += 1
     _passed(name, n)
 
@@ -364,13 +387,14 @@ def _param_shapes(m): return [tuple(p.shape) for p in m.parameters()]
 # %% ../nbs/13_checks.ipynb #c0b72ec9
 @_keeps_rng
 def check_multi_head_attention(cls):
-    "Check `cls(d_model, num_heads)` with `forward(query, key, value, mask=None) -> (output, weights)`; parameter names do not matter."
+    "Check `cls(d_model, num_heads)` with `forward(query, key, value, mask=None) -> (output, weights)`: one or several heads, any length from 1; parameter names do not matter."
     name, n = 'MultiHeadAttention', 0
     d, B, Lq, Lk = 12, 2, 4, 6
     x, q, k, v = _randn(B, 5, d, seed=20), _randn(B, Lq, d, seed=21), _randn(B, Lk, d, seed=22), _randn(B, Lk, d, seed=23)
     pad = _row_mask(B, 1, 1, Lk, seed=24)
     cases = [('self-attention', x, x, x, None), ('key != value', q, k, v, None),
-             (f'a padding mask {(B, 1, 1, Lk)}', q, k, v, pad), ('a causal mask', x, x, x, causal_mask(5))]
+             (f'a padding mask {(B, 1, 1, Lk)}', q, k, v, pad), ('a causal mask', x, x, x, causal_mask(5)),
+             ('one position (L = 1)', x[:, :1], x[:, :1], x[:, :1], None)]
     seen_ok = []
     for H in (1, 3):
         m = _build(name, cls, d, H)
@@ -473,7 +497,7 @@ def _ln(x, w, b, eps=1e-5, unbiased=False, eps_outside=False, dim=-1):
 
 @_keeps_rng
 def check_layer_norm(cls):
-    "Check `cls(d_model)`: normalize the last axis (biased variance, eps inside the root), then scale and shift per feature."
+    "Check `cls(d_model)`: normalize the last axis (biased variance, eps inside the root), then scale and shift per feature; finite on rows of equal entries, float64 kept."
     name, n, d = 'LayerNorm', 0, 8
     m = _build(name, cls, d)
     ps, shapes = list(m.parameters()), _param_shapes(m)
@@ -511,6 +535,19 @@ def check_layer_norm(cls):
     n += 1
     x2 = _randn(7, d, seed=34)
     if not _close(_call(name, m, x2), _ln(x2, w, b), atol=1e-4): _fail(name, f"correct on (B, L, d_model) inputs but not on a 2-D {(7, d)} input: normalize over dim=-1")
+    n += 1
+    flat = torch.stack([torch.full((d,), 3.0), torch.zeros(d), _randn(d, seed=35)])  # variance 0, 0, and an ordinary row
+    out = _call(name, m, flat)
+    if torch.isnan(out).any() or torch.isinf(out).any():
+        _fail(name, "NaN or inf for a row whose entries are all equal (variance 0): nn.LayerNorm returns the bias there; keep eps inside the square root, sqrt(var + eps)")
+    if not _close(out, _ln(flat, w, b), atol=1e-4): _fail(name, f"wrong for rows of equal entries (max error {_maxerr(out, _ln(flat, w, b)):.3g}): (x - mean) is 0 there, so the output is the bias")
+    n += 1
+    m64, x64 = m.double(), big.double()
+    out = _call(name, m64, x64)
+    if not isinstance(out, torch.Tensor) or out.dtype != torch.float64:
+        _fail(name, f"a float64 module and input gave {getattr(out, 'dtype', type(out).__name__)}: keep the input's dtype (no .float() or float32 constants inside)")
+    if not any(torch.allclose(out, _ln(x64, w.double(), b.double(), eps), atol=1e-9, rtol=1e-9) for eps in (1e-5, 1e-6, 1e-12)): _fail(name, "float64 inputs lose precision: compute in the input's dtype")
+    m.float()
     n += 1
     _passed(name, n)
 
@@ -604,6 +641,46 @@ _LAYER_MISTAKES = [
     (('no_memory_mask',), "memory_mask is ignored: pass it to the cross-attention"),
 ]
 
+# %% ../nbs/13_checks.ipynb #676d7317
+_SUBLAYERS = {2: ['self-attention', 'feed-forward'], 3: ['self-attention', 'cross-attention', 'feed-forward']}
+
+def _own_parameters(name, m, ref, x, attns, norms, r_attns, orders, case):
+    "Give every norm and attention of a layer that passed with equal parameters its own, and check again; name any sharing."
+    what, args, kw = case[0], case[1], case[2]
+    vals = [(1 + 0.3 * _randn(x.size(-1), seed=60 + i), 0.3 * _randn(x.size(-1), seed=70 + i)) for i in range(len(norms))]
+    with torch.no_grad():
+        for sn, (wt, bs) in zip(norms, vals):
+            for p, v in zip(sn.parameters(), (wt, bs)): p.copy_(v)
+        if len(attns) == 2:
+            _fill_(ref.cross_attn, seed=80)
+            if any(all(p.dim() == 2 for p in sa.parameters()) for sa in attns):  # a student attention without biases
+                for lin in (ref.cross_attn.w_q, ref.cross_attn.w_k, ref.cross_attn.w_v, ref.cross_attn.w_o): lin.bias.zero_()
+            for sa, ra, o in zip(attns, r_attns, orders): _load_mha(sa, ra, o)
+    out = _call(name, m, *args)
+    subs, r_norms = _SUBLAYERS[len(ref.sublayers)], [s.norm for s in ref.sublayers]
+    attn_mods = [ref.self_attn, ref.cross_attn] if len(attns) == 2 else [ref.self_attn]
+    shared = None
+    for amap in itertools.product(range(len(attns)), repeat=len(attns)):      # which attention each attention sublayer runs
+        ref.self_attn = attn_mods[amap[0]]
+        if len(attns) == 2: ref.cross_attn = attn_mods[amap[1]]
+        for nmap in itertools.product(range(len(norms)), repeat=len(norms)):  # which norm each sublayer runs
+            with torch.no_grad():
+                for rn, k in zip(r_norms, nmap):
+                    for p, v in zip(rn.parameters(), vals[k]): p.copy_(v)
+                match = _close(out, _layer_ref(ref, x, **kw), atol=1e-4)
+            if match and len(set(nmap)) == len(nmap) and len(set(amap)) == len(amap): return 1
+            if match and shared is None: shared = (amap, nmap)
+    ref.self_attn, ref.cross_attn = attn_mods[0], attn_mods[-1]
+    if shared is not None:
+        amap, nmap = shared
+        if len(set(amap)) < len(amap):
+            _fail(name, "self-attention and cross-attention run the same attention module (one set of weights): a decoder layer needs two, one for each")
+        same = [[subs[j] for j, k in enumerate(nmap) if k == kk] for kk in sorted(set(nmap))]
+        group = next(g for g in same if len(g) > 1)
+        _fail(name, f"the {' and '.join(group)} sublayers use the same layer norm (one set of parameters): give each of the {len(subs)} sublayers its own norm")
+    _fail(name, f"correct while its {len(norms)} layer norms (and its attentions) hold equal parameters, wrong once they differ "
+                f"(with {what}): each sublayer must use its own norm and attention, in the order {', '.join(subs)}")
+
 # %% ../nbs/13_checks.ipynb #48d9befd
 def _check_layer(cls, decoder):
     name = 'DecoderLayer' if decoder else 'EncoderLayer'
@@ -672,14 +749,15 @@ def _check_layer(cls, decoder):
         seen = f"max error {_maxerr(out, r):.3g} with {what}" + (f"; correct with {', '.join(ok)}" if ok else "")
         _fail(name, f"{msg or 'output differs from the pre-LN reference'} (seen: {seen})")
     n += len(cases)
+    n += _own_parameters(name, m, ref, x, attns, norms, r_attns, oi, cases[-1])
     _passed(name, n)
 
 @_keeps_rng
 def check_encoder_layer(cls):
-    "Check `cls(d_model, num_heads, d_ff)` (pre-LN) with `forward(x, mask=None)`; parameter names do not matter."
+    "Check `cls(d_model, num_heads, d_ff)` (pre-LN) with `forward(x, mask=None)`: each sublayer its own norm; names and registration order do not matter."
     _check_layer(cls, decoder=False)
 
 @_keeps_rng
 def check_decoder_layer(cls):
-    "Check `cls(d_model, num_heads, d_ff)` (pre-LN) with `forward(x, memory, tgt_mask=None, memory_mask=None)`."
+    "Check `cls(d_model, num_heads, d_ff)` (pre-LN) with `forward(x, memory, tgt_mask=None, memory_mask=None)`: two attentions and three norms, each used by one sublayer."
     _check_layer(cls, decoder=True)

@@ -147,5 +147,7 @@ def beam_search(model, src, max_len, beam_size=4, alpha=0.6, start_id=START, end
             if done.all(): break
     final = (logp.view(-1) / length_penalty(length, alpha)).view(B, K)
     top = final.argmax(1)                                                         # (B,) the best beam of each source
-    out = ys.view(B, K, -1)[torch.arange(B, device=device), top, 1:].to(src.device)
+    pick = torch.arange(B, device=device), top
+    width = int(length.view(B, K)[pick].max())                                    # the longest chosen hypothesis
+    out = ys.view(B, K, -1)[pick][:, 1:width + 1].to(src.device)                  # other beams may have run longer
     return (out, final.max(1).values.to(src.device)) if return_scores else out

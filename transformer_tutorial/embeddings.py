@@ -30,6 +30,7 @@ class Embeddings(nn.Module):
         _check_positive_int('vocab_size', vocab_size); _check_positive_int('d_model', d_model)
         self.vocab_size, self.d_model = vocab_size, d_model
         self.lut = nn.Embedding(vocab_size, d_model)
+        nn.init.normal_(self.lut.weight, std=d_model ** -0.5)  # so that √d_model · E_t has std 1 (see above)
 
     def forward(self, tokens):
         check_token_ids(tokens, self.vocab_size)

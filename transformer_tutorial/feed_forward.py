@@ -8,6 +8,7 @@ __all__ = ['PositionwiseFeedForward']
 # %% ../nbs/04_feed_forward.ipynb #9f51e4ff
 import torch
 from torch import nn
+from .attention import _check_width
 
 # %% ../nbs/04_feed_forward.ipynb #86f7e139
 class PositionwiseFeedForward(nn.Module):
@@ -19,6 +20,5 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x):
-        if x.size(-1) != self.d_model:
-            raise ValueError(f"the last dimension of the input must be d_model={self.d_model}, got shape {tuple(x.shape)}")
+        _check_width('PositionwiseFeedForward', x, self.d_model)
         return self.w_2(self.dropout(self.w_1(x).relu()))  # (B, L, d_model) -> (B, L, d_ff) -> (B, L, d_model)

@@ -31,14 +31,15 @@ def plot_positional_encoding(d_model=64, max_len=100, dims=(0, 6, 12, 20)):
     bad = [d for d in dims if not 0 <= d < d_model]
     if bad: raise ValueError(f"dimensions {bad} are outside [0, {d_model}) for d_model={d_model}")
     pe = sinusoidal_positional_encoding(max_len, d_model)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={'width_ratios': [1, 1.3]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6), gridspec_kw={'width_ratios': [1, 1.3]})
     heatmap(pe, ax=left, cmap='RdBu', vmin=-1, vmax=1, xlabel='dimension', ylabel='position',
             title=f'PE, max_len={max_len}, d_model={d_model}')
     left.images[0].set_interpolation('nearest')  # one block per entry, no smoothing
     for d in dims:
         wavelength = 2 * math.pi * 10000 ** ((d - d % 2) / d_model)
         right.plot(pe[:, d], label=f"dim {d} ({'cos' if d % 2 else 'sin'}, wavelength {wavelength:.0f})")
-    right.set_xlabel('position'); right.set_ylabel('value'); right.legend(fontsize=7, loc='lower left')
+    right.set_xlabel('position'); right.set_ylabel('value')
+    right.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1), borderaxespad=0)  # beside the curves, never over them
     right.set_title('chosen dimensions')
     fig.tight_layout()
     return fig
@@ -72,4 +73,4 @@ def positional_encoding_explorer(d_model=64, max_len=100, dims='0, 6, 12, 20'):
     return widgets.interactive(show,
         d_model=widgets.IntSlider(value=d_model, min=2, max=512, step=1, description='d_model', continuous_update=False),
         max_len=widgets.IntSlider(value=max_len, min=2, max=1000, step=1, description='max_len', continuous_update=False),
-        dims=widgets.Text(value=dims, description='dimensions'))
+        dims=widgets.Text(value=dims, description='dimensions', continuous_update=False))

@@ -53,12 +53,12 @@ def heatmap_grid(matrices, titles=None, ncols=4, xlabels=None, ylabels=None, sup
     return fig
 
 
-# %% ../nbs/90_utils.ipynb #0eec8d86
+# %% ../nbs/90_utils.ipynb #ef81a8e9
 def draw_architecture(norm_first=True, ax=None):
     "Draw the encoder-decoder Transformer (pre-LN or post-LN) with matplotlib; returns the Axes."
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch, FancyArrowPatch, Circle
-    if ax is None: _, ax = plt.subplots(figsize=(8, 9.5))
+    if ax is None: _, ax = plt.subplots(figsize=(8.5, 9.5))
     W, H, GAP, R = 2.6, 0.5, 0.32, 0.14  # box width/height, vertical gap, radius of the ⊕
     colour = dict(norm='#fde68a', attn='#fdba74', cross='#f9a8d4', ffn='#93c5fd', embed='#e5e7eb', out='#c4b5fd')
 
@@ -100,7 +100,7 @@ def draw_architecture(norm_first=True, ax=None):
             ax.text(self.x + self.side * (W / 2 + 0.65), (y0 + self.y) / 2, label, ha='center', va='center', fontsize=11,
                     fontweight='bold')
 
-    enc, dec = Column(1.8, -1), Column(6.4, +1)
+    enc, dec = Column(1.8, -1), Column(6.9, +1)
     for col, tokens, name in ((enc, 'source tokens', 'source'), (dec, 'target tokens (shifted right)', 'target')):
         ax.text(col.x, -0.15, tokens, ha='center', va='top', fontsize=9)
         col.box(f'{name} embedding × √d_model', 'embed')
@@ -123,11 +123,13 @@ def draw_architecture(norm_first=True, ax=None):
     # the memory: from the top of the encoder into every decoder layer's cross-attention (keys and values)
     xm = (enc.x + W / 2 + dec.x - W / 2) / 2 + 0.1
     top = enc.y + 0.3
-    ax.text(enc.x - 0.1, top + 0.08, 'memory (B, Ls, d_model)', ha='left', va='bottom', fontsize=9, color='#be185d')
+    ax.text(enc.x - 0.1, top + 0.08, 'memory (B, Ls, d_model):\nthe keys and values of\nevery decoder layer', ha='left', va='bottom', fontsize=9,
+            color='#be185d')
     ax.plot([enc.x, enc.x, xm, xm], [enc.y, top, top, cross], color='#be185d', lw=1.6)
     arrow((xm, cross), (dec.x - W / 2, cross), color='#be185d', lw=1.6)
-    ax.text(xm - 0.05, cross + 0.12, 'K, V', ha='right', va='bottom', fontsize=8, color='#be185d')
-    ax.set_xlim(-0.6, 8.8); ax.set_ylim(-0.6, max(dec.y, top) + 0.5); ax.set_aspect('equal'); ax.axis('off')
+    ax.text(xm - 0.08, cross + 0.1, 'K, V', ha='right', va='bottom',
+            fontsize=8, color='#be185d')
+    ax.set_xlim(-0.6, 9.3); ax.set_ylim(-0.6, max(dec.y, top) + 0.5); ax.set_aspect('equal'); ax.axis('off')
     ax.set_title(('pre-LN' if norm_first else 'post-LN') + f' Transformer (norm_first={norm_first})', fontsize=11)
     return ax
 
