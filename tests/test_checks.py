@@ -289,3 +289,17 @@ def test_blind_spot_mutants_pass_the_old_probes():
 def test_norms_registered_in_another_order_pass(capsys):
     checks.check_decoder_layer(_DecoderNormsRegisteredBackwards)
     assert capsys.readouterr().out.startswith('✓ DecoderLayer passes')
+
+
+class _FeedForwardFloat32(PositionwiseFeedForward):
+    def forward(self, x): return super().forward(x).float()             # always returns float32
+
+
+class _FeedForwardSqueezed(PositionwiseFeedForward):
+    def forward(self, x): return super().forward(x).squeeze(1)          # drops the length axis when L = 1
+
+
+@pytest.mark.parametrize('impl, expected', [(_FeedForwardFloat32, 'a float64 module and input gave torch.float32'),
+                                            (_FeedForwardSqueezed, 'not for a single position')])
+def test_feed_forward_blind_spots(impl, expected):
+    with pytest.raises(AssertionError, match=expected): checks.check_feed_forward(impl)

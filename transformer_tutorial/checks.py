@@ -570,7 +570,7 @@ def _load_ffn(m, ref, name):
 
 @_keeps_rng
 def check_feed_forward(cls):
-    "Check `cls(d_model, d_ff)`: w_2(relu(w_1(x))) at every position alone."
+    "Check `cls(d_model, d_ff)`: w_2(relu(w_1(x))) at every position alone, for any length from 1; float64 kept."
     name, n, d, d_ff = 'PositionwiseFeedForward', 0, 8, 20
     m = _build(name, cls, d, d_ff)
     ref = _fill_(PositionwiseFeedForward(d, d_ff), seed=40, scale=0.5)
@@ -593,6 +593,19 @@ def check_feed_forward(cls):
         ])
         _fail(name, f"{msg or 'output differs from max(0, x W1 + b1) W2 + b2'} (seen: max error {_maxerr(out, r):.3g})")
     n += 2
+    x1 = x[:, :1]                                   # a single position
+    out = _call(name, m, x1)
+    with torch.no_grad(): r1 = ref(x1)
+    if not _close(out, r1): _fail(name, f"correct for L = {x.size(1)} but not for a single position, input {tuple(x1.shape)} (output {_shape(out)}): do not squeeze or index the length axis")
+    n += 1
+    m64, ref64, x64 = m.double(), ref.double(), x.double()
+    out = _call(name, m64, x64)
+    if not isinstance(out, torch.Tensor) or out.dtype != torch.float64:
+        _fail(name, f"a float64 module and input gave {getattr(out, 'dtype', type(out).__name__)}: keep the input's dtype (no .float() or float32 constants inside)")
+    with torch.no_grad():
+        if not torch.allclose(out, ref64(x64), atol=1e-10, rtol=1e-10): _fail(name, "float64 inputs lose precision: compute in the input's dtype")
+    m.float()
+    n += 1
     _passed(name, n)
 
 # %% ../nbs/13_checks.ipynb #cd133516
