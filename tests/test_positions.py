@@ -130,7 +130,7 @@ def test_relative_attention_rejects_bad_shapes():
         relative_attention(q, k, v, rel_key=torch.randn(5, 5, 3))
     with pytest.raises(ValueError, match=r"rel_value must be shaped \(Lq, Lk, d\) = \(5, 5, 4\), got \(4, 5, 4\)"):
         relative_attention(q, k, v, rel_value=torch.randn(4, 5, 4))
-    with pytest.raises(ValueError, match=r"bias of shape \(3, 5, 5\) cannot broadcast to the scores' shape \(1, 2, 5, 5\)"):
+    with pytest.raises(ValueError, match=r"bias of shape \(3, 5, 5\) cannot broadcast to the attention scores' shape \(1, 2, 5, 5\)"):
         relative_attention(q, k, v, bias=torch.randn(3, 5, 5))
     with pytest.raises(ValueError, match="query and key must share their last dimension d_k, got 4 and 3"):
         relative_attention(q, torch.randn(1, 2, 5, 3), v)

@@ -20,33 +20,42 @@ def _check_width(what, x, d_model):
     if x.size(-1) != d_model:
         raise ValueError(f"{what} expects the last dimension of its input to be d_model={d_model}, got shape {tuple(x.shape)}")
 
+def _check_broadcast(name, t, scores_shape):
+    "Raise a clear error, naming the argument `name`, unless `t` broadcasts to `scores_shape` without growing it."
+    try: shape = torch.broadcast_shapes(t.shape, scores_shape)
+    except RuntimeError: shape = None
+    # Broadcasting must not *grow* the scores: extra or larger dims are an error too.
+    if shape != torch.Size(scores_shape):
+        raise ValueError(f"{name} of shape {tuple(t.shape)} cannot broadcast to the attention scores' shape {tuple(scores_shape)}")
+
 def _check_mask(mask, scores_shape, name='mask'):
     "Raise a clear error, naming the argument `name`, unless `mask` is boolean and broadcasts to `scores_shape`."
     if mask.dtype != torch.bool:
         raise TypeError(f"{name} must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
-    try: shape = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError: shape = None
-    # Broadcasting must not *grow* the scores: a mask with extra or larger dims is an error too.
-    if shape != torch.Size(scores_shape):
-        raise ValueError(f"{name} of shape {tuple(mask.shape)} cannot broadcast to the attention scores' shape {tuple(scores_shape)}")
+    _check_broadcast(name, mask, scores_shape)
 
-# %% ../nbs/01_attention.ipynb #13f7c229
-def scaled_dot_product_attention(query, key, value, mask=None, dropout=None):
-    "softmax(Q Kᵀ / √d_k) V over any leading dims; `mask` is boolean, True = may attend."
+def _check_attention_inputs(query, key, value):
+    "Raise a clear error unless query and key share d_k and key and value share their length."
     if query.size(-1) != key.size(-1):
         raise ValueError(f"query and key must share their last dimension d_k, got {query.size(-1)} and {key.size(-1)}")
     if key.size(-2) != value.size(-2):
         raise ValueError(f"key and value must have the same length, got {key.size(-2)} and {value.size(-2)}")
-    d_k = query.size(-1)
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)
-    if mask is not None:
-        _check_mask(mask, scores.shape)
-        # The most negative finite number, not -inf: exp() still underflows to exactly 0, but a row with
-        # every key masked stays finite (uniform softmax) instead of 0/0 = NaN.
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = scores.softmax(dim=-1)  # (..., Lq, Lk)
-    if mask is not None:
-        # Masked weights become exactly 0; a fully masked query row attends to nothing and outputs zeros.
-        weights = weights.masked_fill(~mask, 0.0)
+
+# %% ../nbs/01_attention.ipynb #13f7c229
+def _masked_softmax(scores, mask=None):
+    "Softmax over the keys (last axis); a key the boolean `mask` hides gets weight exactly 0."
+    if mask is None: return scores.softmax(dim=-1)
+    _check_mask(mask, scores.shape)
+    # The most negative finite number, not -inf: exp() still underflows to exactly 0, but a row with
+    # every key masked stays finite (uniform softmax) instead of 0/0 = NaN.
+    weights = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).softmax(dim=-1)
+    # Masked weights become exactly 0; a fully masked query row attends to nothing and outputs zeros.
+    return weights.masked_fill(~mask, 0.0)
+
+def scaled_dot_product_attention(query, key, value, mask=None, dropout=None):
+    "softmax(Q Kᵀ / √d_k) V over any leading dims; `mask` is boolean, True = may attend."
+    _check_attention_inputs(query, key, value)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (..., Lq, Lk)
+    weights = _masked_softmax(scores, mask)                             # (..., Lq, Lk)
     if dropout is not None: weights = dropout(weights)
     return weights @ value, weights  # (..., Lq, d_v), (..., Lq, Lk)

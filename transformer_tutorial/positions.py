@@ -11,7 +11,7 @@ __all__ = ['SCHEMES', 'LearnedPositionalEmbedding', 'relative_positions', 'ShawR
 import math
 import torch
 from torch import nn
-from .attention import _check_positive_int, _check_mask
+from .attention import _check_positive_int, _check_broadcast, _check_attention_inputs, _masked_softmax
 from .multi_head import MultiHeadAttention, split_heads, merge_heads, _check_inputs
 from .embeddings import Embeddings
 from .positional import PositionalEncoding
@@ -68,11 +68,8 @@ class ShawRelativePositions(nn.Module):
 # %% ../nbs/09b_positions.ipynb #dd0713a3
 def relative_attention(query, key, value, mask=None, bias=None, rel_key=None, rel_value=None, dropout=None):
     "Chapter 1's attention plus three optional position terms: q_i·a^K_ij in the score, an additive `bias`, and Σ_j α_ij a^V_ij in the output."
+    _check_attention_inputs(query, key, value)
     Lq, Lk, d_k = query.size(-2), key.size(-2), query.size(-1)
-    if key.size(-1) != d_k:
-        raise ValueError(f"query and key must share their last dimension d_k, got {d_k} and {key.size(-1)}")
-    if value.size(-2) != Lk:
-        raise ValueError(f"key and value must have the same length, got {Lk} and {value.size(-2)}")
     for name, table, width in (('rel_key', rel_key, d_k), ('rel_value', rel_value, value.size(-1))):
         if table is not None and tuple(table.shape) != (Lq, Lk, width):
             raise ValueError(f"{name} must be shaped (Lq, Lk, d) = ({Lq}, {Lk}, {width}), got {tuple(table.shape)}")
@@ -81,15 +78,9 @@ def relative_attention(query, key, value, mask=None, bias=None, rel_key=None, re
         scores = scores + torch.einsum('...id,ijd->...ij', query, rel_key)  # + q_i · a^K_ij
     scores = scores / math.sqrt(d_k)
     if bias is not None:
-        try: grown = torch.broadcast_shapes(bias.shape, scores.shape) != scores.shape
-        except RuntimeError: grown = True
-        if grown: raise ValueError(f"bias of shape {tuple(bias.shape)} cannot broadcast to the scores' shape {tuple(scores.shape)}")
+        _check_broadcast('bias', bias, scores.shape)
         scores = scores + bias                                              # + e.g. ALiBi's -m (i - j)
-    if mask is not None:
-        _check_mask(mask, scores.shape)
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # as in chapter 1
-    weights = scores.softmax(dim=-1)                                        # (..., Lq, Lk)
-    if mask is not None: weights = weights.masked_fill(~mask, 0.0)
+    weights = _masked_softmax(scores, mask)                                 # chapter 1's masking, (..., Lq, Lk)
     if dropout is not None: weights = dropout(weights)
     out = weights @ value                                                   # (..., Lq, d_v)
     if rel_value is not None:
