@@ -8,7 +8,7 @@ __all__ = ['check_scaled_dot_product_attention', 'check_padding_mask', 'check_ca
            'check_feed_forward', 'check_encoder_layer', 'check_decoder_layer']
 
 # %% ../nbs/13_checks.ipynb #3a06ef32
-import functools, itertools, math
+import copy, functools, itertools, math
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -34,7 +34,7 @@ def _shape(t):
 
 def _close(a, b, atol=1e-5, rtol=1e-4):
     "True when `a` is a tensor of `b`'s shape with the same values (NaN never matches)."
-    return (isinstance(a, torch.Tensor) and a.shape == b.shape
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
             and torch.allclose(a.detach().float(), b.detach().float(), atol=atol, rtol=rtol))
 
 def _maxerr(a, b):
@@ -69,6 +69,20 @@ def _build(name, cls, *args):
         hint = _RUN_FROM_TOP if isinstance(e, NameError) else ''
         raise AssertionError(f"{name}: constructing it as cls{args} raised {type(e).__name__}: {e}{hint}") from e
 
+def _try(f):
+    "f(), or None when it raises: a candidate mistake that cannot run on these inputs matches nothing."
+    try: return f()
+    except Exception: return None
+
+def _random_between_calls(fn, args, out):
+    "True when calling `fn(*args)` again gives another result: randomness (dropout left on) in eval mode."
+    again = _try(lambda: fn(*args))
+    again = again[0] if isinstance(again, (tuple, list)) else again
+    return isinstance(out, torch.Tensor) and isinstance(again, torch.Tensor) and again.shape == out.shape and not torch.equal(again, out)
+
+_DROPOUT_ON = ("two calls with the same input give different outputs: dropout (or other randomness) is active in eval mode; "
+               "use nn.Dropout modules, which model.eval() switches off (F.dropout needs training=self.training)")
+
 def _diagnose(out, candidates):
     "The message of the first known mistake whose output `out` reproduces, else None."
     for ref, msg in candidates:
@@ -97,12 +111,13 @@ def _sdpa(q, k, v, mask=None, scale=None, axis=-1, mask_mode='ok'):
     "Reference attention with switchable mistakes, to recognize what a student's function computes."
     s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.size(-1)) if scale is None else scale)
     if mask is not None:
-        if mask_mode == 'ok': s = s.masked_fill(~mask, float('-inf'))
+        if mask_mode in ('ok', 'zero_kept'): s = s.masked_fill(~mask, float('-inf'))
         elif mask_mode == 'reversed': s = s.masked_fill(mask, float('-inf'))
         elif mask_mode == 'tiny': s = s.masked_fill(~mask, 1e-9)
         elif mask_mode == 'zero': s = s.masked_fill(~mask, 0.0)
     w = s.softmax(axis)
     if mask is not None and mask_mode == 'after': w = w.masked_fill(~mask, 0.0)
+    if mask is not None and mask_mode == 'zero_kept': w = w.masked_fill(mask, 0.0)
     return w @ v, w
 
 def _pair(name, res, out_shape, w_shape, expect=''):
@@ -129,12 +144,13 @@ def _row_mask(*shape, seed=0):
 # %% ../nbs/13_checks.ipynb #5fe9145c
 @_keeps_rng
 def check_scaled_dot_product_attention(fn):
-    "Check `fn(query, key, value, mask=None) -> (output, weights)`: any leading dims, boolean mask True = may attend, inputs left unchanged, float64 kept, one query or key allowed."
+    "Check `fn(query, key, value, mask=None) -> (output, weights)`: any leading dims, boolean mask True = may attend, inputs left unchanged, float64 kept, one query or key allowed, finite where a query's keys are all masked, no randomness."
     name, n = 'scaled_dot_product_attention', 0
     B, H, Lq, Lk, d = 2, 3, 4, 6, 8
     q, k, v = _randn(B, H, Lq, d, seed=1), _randn(B, H, Lk, d, seed=2), _randn(B, H, Lk, d, seed=3)
     shapes = f" for query {(B, H, Lq, d)}, key and value {(B, H, Lk, d)}: output (..., Lq, d_v), weights (..., Lq, Lk)"
     out, w = _pair(name, _call(name, fn, q, k, v), (B, H, Lq, d), (B, H, Lq, Lk), shapes)
+    if _random_between_calls(fn, (q, k, v), out): _fail(name, _DROPOUT_ON)
     ref, ref_w = _sdpa(q, k, v)
     assert _close(ref, F.scaled_dot_product_attention(q, k, v))  # the reference agrees with PyTorch
     if not _close(out, ref):
@@ -146,6 +162,7 @@ def check_scaled_dot_product_attention(fn):
             (_sdpa(q, k, v, scale=1 / d)[0], "scores divided by d_k: did you divide by d_k instead of sqrt(d_k)?"),
             (_sdpa(q, k, v, scale=1.0)[0], "no scaling: divide the scores Q K^T by sqrt(d_k) before the softmax"),
             (_sdpa(q, k, v, scale=math.sqrt(d))[0], "scores multiplied by sqrt(d_k): divide by it instead"),
+            (_sdpa(q, k, v, scale=1 / math.sqrt(Lk))[0], "scores divided by sqrt(Lk), the number of keys: divide by sqrt(d_k), the width of query and key (query.size(-1))"),
             (_sdpa(q, k, v, axis=-2)[0], "softmax over the wrong axis: normalize over the keys, softmax(dim=-1)"),
             (_sdpa(q, v, k)[0], "key and value swapped: scores come from query and key, the output mixes value"),
         ]) or "output differs from softmax(Q K^T / sqrt(d_k)) V"
@@ -154,20 +171,26 @@ def check_scaled_dot_product_attention(fn):
     if not _close(w, ref_w):
         _fail(name, f"output is right but the weights are not (max error {_maxerr(w, ref_w):.3g}): return the softmax probabilities, each row summing to 1")
     n += 1
-    # masks: one per (query, key) pair, then a padding mask (B, 1, 1, Lk) that must broadcast
+    # masks: one per (query, key) pair, a padding mask (B, 1, 1, Lk) and a causal mask (1, 1, Lq, Lk) that must broadcast
     for mask, what in ((_row_mask(B, 1, Lq, Lk, seed=4), f"a mask of shape {(B, 1, Lq, Lk)}"),
-                       (_row_mask(B, 1, 1, Lk, seed=5), f"a padding mask of shape {(B, 1, 1, Lk)}")):
-        out, w = _pair(name, _call(name, fn, q, k, v, mask), (B, H, Lq, d), (B, H, Lq, Lk), shapes)
+                       (_row_mask(B, 1, 1, Lk, seed=5), f"a padding mask of shape {(B, 1, 1, Lk)}"),
+                       (torch.ones(Lq, Lk, dtype=torch.bool).tril()[None, None], f"a causal mask shared by the batch, shape {(1, 1, Lq, Lk)}")):
+        try: res = _call(name, fn, q, k, v, mask)
+        except AssertionError as e:
+            if mask.size(0) == 1: raise AssertionError(f"{e} (with {what}: let broadcasting spread the mask over the batch; do not view or expand it with the batch size)") from None
+            raise
+        out, w = _pair(name, res, (B, H, Lq, d), (B, H, Lq, Lk), shapes)
         ref = _sdpa(q, k, v, mask)[0]
         assert _close(ref, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
         if not _close(out, ref):
-            if torch.isnan(out).any(): _fail(name, f"output has NaN with {what}: fill masked scores with float('-inf') (or a large negative number) before the softmax, and only where the mask is False")
+            if torch.isnan(out).any(): _fail(name, f"output has NaN with {what}: fill masked scores with a very negative number (float('-inf') or torch.finfo(scores.dtype).min) before the softmax, and only where the mask is False")
             msg = _diagnose(out, [
                 (_sdpa(q, k, v)[0], "the mask is ignored: fill the scores where mask is False with float('-inf')"),
                 (_sdpa(q, k, v, mask, mask_mode='reversed')[0], "mask polarity reversed: True means may attend, so fill where the mask is False (~mask)"),
                 (_sdpa(q, k, v, mask, mask_mode='after')[0], "masking after the softmax: the weights no longer sum to 1; mask the scores before the softmax"),
                 (_sdpa(q, k, v, mask, mask_mode='tiny')[0], "masked scores filled with +1e-9, which is about 0, not -inf: masked keys still get weight; use float('-inf')"),
                 (_sdpa(q, k, v, mask, mask_mode='zero')[0], "masked scores filled with 0, not -inf: masked keys still get weight"),
+                (_sdpa(q, k, v, mask, mask_mode='zero_kept')[0], "after the softmax the weights are zeroed where the mask is True: zero them where it is False (~mask), the keys that were hidden"),
             ]) or f"output differs from the reference with {what}"
             _fail(name, f"{msg} (seen: correct without a mask, max error {_maxerr(out, ref):.3g} with {what})")
         n += 1
@@ -177,7 +200,9 @@ def check_scaled_dot_product_attention(fn):
     except Exception as e:
         _fail(name, f"works on 4-D inputs but raised {type(e).__name__}: {e} on 3-D inputs query {(B, Lq, d)}, key {(B, Lk, d)}, value {(B, Lk, 5)}: use key.transpose(-2, -1) and size(-1), not fixed axes")
     out, w = _pair(name, res, (B, Lq, 5), (B, Lq, Lk), f" for 3-D query {(B, Lq, d)}, key {(B, Lk, d)}, value {(B, Lk, 5)} (d_v = 5 differs from d_k = {d})")
-    if not _close(out, _sdpa(q3, k3, v3)[0]): _fail(name, "correct on 4-D inputs but wrong on 3-D inputs (B, L, d) with d_v != d_k")
+    if not _close(out, _sdpa(q3, k3, v3)[0]):
+        if _close(out, _sdpa(q3, k3, v3, scale=1 / math.sqrt(5))[0]): _fail(name, "scores divided by sqrt(d_v), the width of value: divide by sqrt(d_k), query.size(-1) (seen with d_k = 8, d_v = 5)")
+        _fail(name, "correct on 4-D inputs but wrong on 3-D inputs (B, L, d) with d_v != d_k")
     n += 1
     # float64 stays float64, to float64 precision
     q64, k64, v64 = q3.double(), k3.double(), v3.double()
@@ -190,9 +215,19 @@ def check_scaled_dot_product_attention(fn):
     # one query, one key: the single weight is exactly 1
     for lq, lk in ((1, Lk), (Lq, 1), (1, 1)):
         q1, k1, v1 = q3[:, :lq], k3[:, :lk], v3[:, :lk]
-        out, w = _pair(name, _call(name, fn, q1, k1, v1), (B, lq, 5), (B, lq, lk), f" for Lq = {lq}, Lk = {lk}")
+        out, w = _pair(name, _call(name, fn, q1, k1, v1), (B, lq, 5), (B, lq, lk), f" for Lq = {lq}, Lk = {lk}: a single query or key keeps its axis, so do not squeeze() it away")
         if torch.isnan(out).any() or not _close(out, _sdpa(q1, k1, v1)[0]):
             _fail(name, f"wrong for Lq = {lq}, Lk = {lk} (a single query or key){' (NaN in the output)' if torch.isnan(out).any() else ''}: do not squeeze dimensions or index fixed positions; with one key its weight is 1")
+    n += 1
+    # a query whose keys are all masked (left padding with a causal mask): no NaN, the other queries unchanged
+    mask = _row_mask(B, 1, Lq, Lk, seed=4); mask[0, 0, 1] = False
+    out, w = _pair(name, _call(name, fn, q, k, v, mask), (B, H, Lq, d), (B, H, Lq, Lk), shapes)
+    if not torch.isfinite(out).all() or not torch.isfinite(w).all():
+        _fail(name, "NaN for a query whose keys are all masked (left padding with a causal mask makes such rows, chapter 1): "
+                    "softmax over a row of -inf is 0/0; fill with torch.finfo(scores.dtype).min instead, or set the masked weights to 0 after the softmax")
+    keep = torch.ones(Lq, dtype=torch.bool); keep[1] = False
+    if not _close(out[0, :, keep], _sdpa(q, k, v, mask)[0][0, :, keep]):
+        _fail(name, "wrong for the other queries of a batch in which one query has all its keys masked")
     n += 1
     _passed(name, n)
 
@@ -206,7 +241,7 @@ def _tokens(B, L, pad_id, lengths, seed=0):
 
 @_keeps_rng
 def check_padding_mask(fn):
-    "Check `fn(tokens, pad_id)` returns the (B, 1, 1, L) boolean mask, True = real token (may attend)."
+    "Check `fn(tokens, pad_id)` returns the (B, 1, 1, L) boolean mask, True = real token (may attend): padding anywhere (left padding too), any integer dtype, B = L = 1."
     name, n = 'padding_mask', 0
     for pad_id, lengths, seed in ((0, (6, 3, 4), 0), (3, (2, 6, 5), 1)):
         tokens = _tokens(3, 6, pad_id, lengths, seed)
@@ -220,6 +255,8 @@ def check_padding_mask(fn):
                 _fail(name, f"shape {(B, L)}: add two axes, (B, 1, 1, L) = {(B, 1, 1, L)}, so it broadcasts over heads and queries of the scores (B, H, Lq, Lk)")
             if out.numel() == B * L and out.shape[-1] == 1:
                 _fail(name, f"shape {_shape(out)} masks queries, not keys: padding hides padded KEYS, so the length goes last: {(B, 1, 1, L)}")
+            if tuple(out.shape) == (B, 1, L, L):
+                _fail(name, f"shape {(B, 1, L, L)} hides padded queries as well as padded keys: a padding mask hides keys only, shaped {(B, 1, 1, L)}; it broadcasts over the queries")
             _fail(name, f"shape {_shape(out)}, expected (B, 1, 1, L) = {(B, 1, 1, L)}")
         if torch.equal(out, ~ref): _fail(name, "polarity reversed: True marks padding here, but True must mean a real token that may be attended to")
         if pad_id != 0 and torch.equal(out, tokens[:, None, None, :] != 0):
@@ -227,17 +264,35 @@ def check_padding_mask(fn):
         if not torch.equal(out, ref):
             _fail(name, f"wrong values for pad_id = {pad_id}: expected True exactly where tokens != pad_id")
         n += 3
+    # left padding (chapter 2's left-padded batches), a row of padding only, one token, int32 ids
+    left = _tokens(3, 6, 0, (6, 3, 0), seed=2).flip(1)  # (B, L): padding first; row 2 is all padding
+    for tokens, what in ((left, "a left-padded batch (padding first, one row all padding)"),
+                         (left[:1, -1:], "a single token (B = 1, L = 1)"), (left.int(), "int32 token ids")):
+        out, ref = _call(name, fn, tokens, 0), padding_mask(tokens, 0)
+        if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.dtype != torch.bool:
+            _fail(name, f"returned {type(out).__name__} {_shape(out)} {getattr(out, 'dtype', '')} for {what} of shape {_shape(tokens)}, expected a boolean {tuple(ref.shape)}: do not squeeze axes or assume a batch size, length or dtype")
+        if not torch.equal(out, ref):
+            lengths = (tokens != 0).sum(1, keepdim=True)  # (B, 1)
+            from_lengths = (torch.arange(tokens.size(1)) < lengths)[:, None, None, :]
+            rows = out.reshape(tokens.shape).int()
+            prefix = bool((rows.diff(dim=-1) <= 0).all())  # every row True...True False...False
+            msg = ("built from the sequence lengths (True on the first n positions), which assumes the padding comes last: "
+                   "compare every token with pad_id (tokens != pad_id) so padding anywhere is hidden") if torch.equal(out, from_lengths) else (
+                  "True on a prefix of each row, which assumes the padding comes last: compare every token with pad_id (tokens != pad_id)") if prefix else "wrong values"
+            _fail(name, f"{msg} (seen: correct for right padding, wrong for {what}: got {out.reshape(tokens.shape).int().tolist()}, expected {ref.reshape(tokens.shape).int().tolist()})")
+    n += 3
     _passed(name, n)
 
 @_keeps_rng
 def check_causal_mask(fn):
     "Check `fn(size)` returns a boolean mask, True where query i may attend to key j <= i."
     name, n = 'causal_mask', 0
-    for size in (4, 7, 1):
+    for size in (4, 7, 1, 33):  # 33: longer than a small precomputed mask
         out = _call(name, fn, size)
         if not isinstance(out, torch.Tensor): _fail(name, f"should return a tensor, got {type(out).__name__}")
         if tuple(out.shape) not in ((size, size), (1, size, size), (1, 1, size, size)):
-            _fail(name, f"shape {_shape(out)} for size = {size}, expected (1, 1, size, size) = {(1, 1, size, size)}")
+            hint = ": build the mask from size (or slice a precomputed one to [:size, :size] and make sure it is large enough)" if out.dim() >= 2 and out.shape[-1] == out.shape[-2] else ""
+            _fail(name, f"shape {_shape(out)} for size = {size}, expected (1, 1, size, size) = {(1, 1, size, size)}{hint}")
         if out.dtype != torch.bool:
             hint = " (an additive 0 / -inf mask)" if out.is_floating_point() and torch.isinf(out).any() else ""
             _fail(name, f"returned dtype {out.dtype}{hint}: this course uses boolean masks, True = may attend")
@@ -248,6 +303,7 @@ def check_causal_mask(fn):
                 (ones.triu().float(), "shows the future: True on and above the diagonal (upper triangle) lets query i see keys j > i; use tril"),
                 (ones.tril(-1).float(), "hides the diagonal: each position must attend to itself (j <= i, tril with diagonal 0); the first row would be all masked"),
                 (ones.triu(1).float(), "polarity reversed: True marks the future (nn.Transformer's convention), but here True = may attend; use tril"),
+                (ones.tril(1).float(), "each position also sees the next one: tril(1) keeps one diagonal above the main one; use tril() (diagonal 0)"),
             ]) or "wrong values"
             _fail(name, f"{msg} (seen for size = {size}: {m.int().tolist()})")
         n += 3
@@ -262,7 +318,7 @@ def _batch_leak(fn, x, *args):
 
 @_keeps_rng
 def check_split_heads(fn):
-    "Check `fn(x, num_heads)`: `(B, L, d_model) -> (B, num_heads, L, d_model // num_heads)`, head `h` gets features `h*d_head:(h+1)*d_head`."
+    "Check `fn(x, num_heads)`: `(B, L, d_model) -> (B, num_heads, L, d_model // num_heads)`, head `h` gets features `h*d_head:(h+1)*d_head`; any dtype, L = 1; an error when num_heads does not divide d_model."
     name, n = 'split_heads', 0
     B, L, d = 2, 5, 12
     x = _randn(B, L, d, seed=10)
@@ -276,7 +332,9 @@ def check_split_heads(fn):
             if got == (B, dh, L, H):
                 msg = "split into chunks of size num_heads (giving d_model // num_heads heads) instead of num_heads chunks of size d_model // num_heads"
             elif got == (B, L, H, dh): msg = "heads are split but not moved before the positions: transpose(1, 2)"
-            elif got == (B, H, dh, L): msg = "the last two axes are swapped: each head should be (L, d_head)"
+            elif got == (B, H, dh, L): msg = "the last two axes are swapped: each head should be (L, d_head); transpose(1, 2), not transpose(1, 3)"
+            elif got == (L, H, B, dh): msg = "batch and length swapped: x is batch-first (B, L, d_model); unpack B, L, d_model = x.shape"
+            elif got == (B * H, L, dh): msg = "heads folded into the batch axis: keep a separate head axis, (B, num_heads, L, d_head)"
             else: msg = "wrong shape"
             _fail(name, f"{msg} (seen: shape {got} for x {(B, L, d)} and num_heads = {H}, expected (B, num_heads, L, d_head) = {tuple(ref.shape)})")
         if _batch_leak(lambda t: fn(t, H), x):
@@ -288,11 +346,25 @@ def check_split_heads(fn):
             ]) or "wrong values"
             _fail(name, f"{msg} (seen: correct with one head, wrong with num_heads = {H})")
         n += 2
+    # float64 kept exactly; one sequence of one position
+    for xx, H, what in ((x.double(), 3, "float64 input"), (x[:1, :1], 3, f"a single position, x of shape {(1, 1, d)}")):
+        out = _call(name, fn, xx, H)
+        if not isinstance(out, torch.Tensor) or out.dtype != xx.dtype or out.shape != split_heads(xx, H).shape or not torch.equal(out, split_heads(xx, H)):
+            _fail(name, f"wrong for {what} and num_heads = {H} (got {type(out).__name__} {_shape(out)} {getattr(out, 'dtype', '')}, expected {tuple(split_heads(xx, H).shape)} {xx.dtype}): a split only moves numbers, so keep the dtype and do not squeeze axes")
+    n += 2
+    # num_heads must divide d_model: a silent reshape here changes the sequence length
+    try: res = fn(x, 5)
+    except Exception: res = None
+    if isinstance(res, torch.Tensor):
+        how = (f"a view with -1 for the length made up a length of {res.shape[2]}" if res.dim() == 4 and res.shape[2] != L
+               else f"it made {res.shape[1]} heads, not 5" if res.dim() == 4 and res.shape[1] != 5 else "the heads cannot all have the same width")
+        _fail(name, f"returned a tensor of shape {_shape(res)} for d_model = {d} and num_heads = 5, which does not divide it ({how}): raise an error that names both")
+    n += 1
     _passed(name, n)
 
 @_keeps_rng
 def check_merge_heads(fn):
-    "Check `fn(x)`: `(B, H, L, d_head) -> (B, L, H * d_head)`, the inverse of `split_heads`."
+    "Check `fn(x)`: `(B, H, L, d_head) -> (B, L, H * d_head)`, the inverse of `split_heads`; any dtype, B = L = 1."
     name, n = 'merge_heads', 0
     for B, H, L, dh, seed in ((2, 1, 5, 6, 11), (2, 3, 5, 4, 12), (3, 4, 2, 3, 13)):
         x = _randn(B, H, L, dh, seed=seed)
@@ -306,10 +378,17 @@ def check_merge_heads(fn):
             msg = _diagnose(out, [
                 (x.reshape(B, L, H * dh), "merged without the transpose: reshape of (B, H, L, d_head) to (B, L, H * d_head) mixes positions; transpose(1, 2) first"),
                 (x.permute(0, 2, 3, 1).reshape(B, L, H * dh), "heads interleaved: features of one head must stay a contiguous block"),
+                (x.transpose(1, 3).reshape(B, L, H * dh), "transpose(1, 3) moves d_head, not the heads: transpose(1, 2) back to (B, L, H, d_head), then reshape"),
             ]) or "wrong values"
             _fail(name, f"{msg} (seen: correct with one head, wrong with H = {H})" if H > 1 else msg)
         if not torch.equal(_call(name, fn, split_heads(ref, H)), ref): _fail(name, "merge_heads(split_heads(x)) is not x")
         n += 2
+    # float64 kept exactly; one sequence of one position
+    for x, what in ((_randn(2, 3, 5, 4, seed=14).double(), "float64 input"), (_randn(1, 3, 1, 4, seed=15), f"a single position, x of shape {(1, 3, 1, 4)}")):
+        out, ref = _call(name, fn, x), merge_heads(x)
+        if not isinstance(out, torch.Tensor) or out.dtype != x.dtype or out.shape != ref.shape or not torch.equal(out, ref):
+            _fail(name, f"wrong for {what} (got {type(out).__name__} {_shape(out)} {getattr(out, 'dtype', '')}, expected {tuple(ref.shape)} {x.dtype}): a merge only moves numbers, so keep the dtype and do not squeeze axes")
+    n += 2
     _passed(name, n)
 
 # %% ../nbs/13_checks.ipynb #c5140fe3
@@ -326,7 +405,7 @@ def _fill_(module, seed, scale=0.3):
 
 def _load_mha(student, ref, order=(0, 1, 2, 3)):
     """Copy `ref`'s projections into `student`'s parameters, matched by shape in registration order
-    (q, k, v, o; a fused (3d, d) counts as q, k, v); biases the student lacks are zeroed in `ref`."""
+    (q, k, v, o permuted by `order`; a fused (3d, d) counts as three, a fused (2d, d) as two); biases the student lacks are zeroed in `ref`."""
     d = ref.d_model
     slots = [ref.w_q, ref.w_k, ref.w_v, ref.w_o]
     slots = [slots[i] for i in order]
@@ -336,10 +415,10 @@ def _load_mha(student, ref, order=(0, 1, 2, 3)):
         for p in params:
             s = tuple(p.shape)
             if s == (d, d) and i < 4: p.copy_(slots[i].weight); last = [i]; i += 1
-            elif s == (3 * d, d) and i + 3 <= 4:
-                p.copy_(torch.cat([slots[j].weight for j in range(i, i + 3)])); last = [i, i + 1, i + 2]; i += 3
+            elif s[1:] == (d,) and s[0] in (2 * d, 3 * d) and i + s[0] // d <= 4:   # fused q/k/v or k/v
+                last = list(range(i, i + s[0] // d)); p.copy_(torch.cat([slots[j].weight for j in last])); i += len(last)
             elif s == (d,) and len(last) == 1: p.copy_(slots[last[0]].bias); has_bias.add(last[0]); last = []
-            elif s == (3 * d,) and len(last) == 3:
+            elif s in ((2 * d,), (3 * d,)) and len(last) == s[0] // d:
                 p.copy_(torch.cat([slots[j].bias for j in last])); has_bias.update(last); last = []
             else: raise _Unmappable(s)
         if i != 4: raise _Unmappable(i)
@@ -380,14 +459,15 @@ _MHA_MISTAKES = [
     (('mask_reversed',), "mask polarity reversed: True means may attend"),
 ]
 
-_ORDERS = [(0, 1, 2, 3), (3, 0, 1, 2)]  # projections registered q, k, v, o or o, q, k, v
+# the order in which the student registered W_Q, W_K, W_V, W_O: the usual two first, then every other one
+_ORDERS = [(0, 1, 2, 3), (3, 0, 1, 2)] + [o for o in itertools.permutations(range(4)) if o not in ((0, 1, 2, 3), (3, 0, 1, 2))]
 
 def _param_shapes(m): return [tuple(p.shape) for p in m.parameters()]
 
 # %% ../nbs/13_checks.ipynb #c0b72ec9
 @_keeps_rng
 def check_multi_head_attention(cls):
-    "Check `cls(d_model, num_heads)` with `forward(query, key, value, mask=None) -> (output, weights)`: one or several heads, any length from 1; parameter names do not matter."
+    "Check `cls(d_model, num_heads)` with `forward(query, key, value, mask=None) -> (output, weights)`: one or several heads, any length from 1, float64 kept; parameter names do not matter."
     name, n = 'MultiHeadAttention', 0
     d, B, Lq, Lk = 12, 2, 4, 6
     x, q, k, v = _randn(B, 5, d, seed=20), _randn(B, Lq, d, seed=21), _randn(B, Lk, d, seed=22), _randn(B, Lk, d, seed=23)
@@ -395,6 +475,8 @@ def check_multi_head_attention(cls):
     cases = [('self-attention', x, x, x, None), ('key != value', q, k, v, None),
              (f'a padding mask {(B, 1, 1, Lk)}', q, k, v, pad), ('a causal mask', x, x, x, causal_mask(5)),
              ('one position (L = 1)', x[:, :1], x[:, :1], x[:, :1], None)]
+    hints = {'key != value': " (self-attention ran: does a view or reshape use the query's length or tensor for key and value? take each one's own size)",
+                  cases[2][0]: " (it runs without a mask: pass the (B, 1, 1, Lk) mask on as it is; it already broadcasts over heads and queries)"}
     seen_ok = []
     for H in (1, 3):
         m = _build(name, cls, d, H)
@@ -409,12 +491,17 @@ def check_multi_head_attention(cls):
                 if sum(s == (d, d) for s in shapes) == 3 and (3 * d, d) not in shapes:
                     _fail(name, f"found only three ({d}, {d}) projections {shapes}: is the output projection W_O missing?")
                 _fail(name, f"could not match the parameters {shapes} to W_Q, W_K, W_V, W_O: expected four ({d}, {d}) weights "
-                            f"(or a fused ({3 * d}, {d}) and one ({d}, {d})), each optionally followed by its bias")
+                            f"(or a fused ({3 * d}, {d}) or ({2 * d}, {d}) among them), each optionally followed by its bias; "
+                            "per-head projections (num_heads layers of d_model -> d_head) are not recognized: use one Linear(d_model, d_model) per projection")
             results = []
             for what, a, b, c, mask in cases:
                 Lkk = b.size(1)
                 expect = f" for query {_shape(a)}, key/value {_shape(b)}, num_heads = {H}: output (B, Lq, d_model), weights (B, num_heads, Lq, Lk)"
-                res = _call(name, m, a, b, c, mask)
+                try: res = _call(name, m, a, b, c, mask)
+                except AssertionError as e:
+                    if what in hints and results: raise AssertionError(f"{e}{hints[what]}") from None
+                    raise
+                if not results and _random_between_calls(m, (a, b, c, mask), res[0] if isinstance(res, (tuple, list)) else res): _fail(name, _DROPOUT_ON)
                 if isinstance(res, (tuple, list)) and len(res) == 2 and _shape(res[1]) == (B, d // H, a.size(1), Lkk) and d // H != H:
                     _fail(name, f"weights have shape {_shape(res[1])}: {d // H} heads instead of {H}; split into num_heads chunks of size d_model // num_heads, not chunks of size num_heads")
                 out, w = _pair(name, res, (B, a.size(1), d), (B, H, a.size(1), Lkk), expect)
@@ -440,6 +527,15 @@ def check_multi_head_attention(cls):
             _fail(name, f"{msg} (seen: {seen})")
         seen_ok.append(H)
         n += len(cases)
+    # float64 module and inputs (the last module, loaded as matched above): float64 out, to float64 precision
+    m64, ref64, x64 = m.double(), ref.double(), x.double()
+    out, w = _pair(name, _call(name, m64, x64, x64, x64), (B, 5, d), (B, H, 5, 5), " for float64 inputs")
+    r_out, r_w = _mha(ref64, x64, x64, x64)
+    if out.dtype != torch.float64 or w.dtype != torch.float64:
+        _fail(name, f"a float64 module and input gave output {out.dtype} and weights {w.dtype}: keep the input's dtype (no .float() or float32 tensors made inside forward)")
+    if not (torch.allclose(out, r_out, atol=1e-9, rtol=1e-9) and torch.allclose(w, r_w, atol=1e-9, rtol=1e-9)):
+        _fail(name, f"float64 inputs lose precision (max error {_maxerr(out, r_out):.3g}): compute in the input's dtype")
+    n += 1
     _passed(name, n)
 
 # %% ../nbs/13_checks.ipynb #2f4cade8
@@ -450,8 +546,9 @@ def _pe_variant(max_len, d, v):
         ang = pos / 10000 ** (2 * torch.arange(d, dtype=torch.float32) / d)
         pe = ang.clone(); pe[:, 0::2], pe[:, 1::2] = ang[:, 0::2].sin(), ang[:, 1::2].cos()
         return pe
+    if v == 'from_one': pos = pos + 1
     i = torch.arange(0, d, 2, dtype=torch.float32)
-    ang = pos / 10000 ** ((i / 2 if v == 'i_over_d' else i) / d)
+    ang = pos / 10000 ** ({'i_over_d': i / 2, 'four_i': 2 * i, 'floor': i // d}.get(v, i) / d)
     pe = torch.zeros(max_len, d)
     if v == 'sin_everywhere': pe[:, 0::2], pe[:, 1::2] = ang.sin(), ang.sin()
     elif v == 'swapped_sin_cos': pe[:, 0::2], pe[:, 1::2] = ang.cos(), ang.sin()
@@ -461,16 +558,18 @@ def _pe_variant(max_len, d, v):
 
 @_keeps_rng
 def check_positional_encoding(fn):
-    "Check `fn(max_len, d_model)` returns the (max_len, d_model) sinusoidal table: sin on even, cos on odd dimensions."
+    "Check `fn(max_len, d_model)` returns the (max_len, d_model) sinusoidal table: sin on even, cos on odd dimensions; max_len = 1 and d_model = 2 too (even d_model only)."
     name, n = 'sinusoidal_positional_encoding', 0
-    for max_len, d in ((50, 16), (8, 8), (6, 10)):
+    for max_len, d in ((50, 16), (8, 8), (6, 10), (1, 2), (1, 16), (40, 2)):  # then one position, one sin/cos pair
         out, ref = _call(name, fn, max_len, d), sinusoidal_positional_encoding(max_len, d)
         if not isinstance(out, torch.Tensor): _fail(name, f"should return a tensor, got {type(out).__name__}")
         got = tuple(out.shape)
-        if got == (max_len, 1, d):
+        if got == (max_len, 1, d) and max_len > 1:
             _fail(name, f"shape {got} is sequence-first: added to batch-first (B, L, d_model) embeddings as x + pe[:x.size(0)], it slices by batch size and broadcasts one position over each sequence; return (max_len, d_model)")
         if got == (1, max_len, d): out = out[0]
         elif got == (d, max_len) and max_len != d:
+            if _close(out, sinusoidal_positional_encoding(d, max_len), atol=1e-4):
+                _fail(name, f"takes its arguments in the other order: called as fn(max_len={max_len}, d_model={d}) it built the table for {d} positions of width {max_len}; the signature is fn(max_len, d_model)")
             _fail(name, f"returned the table transposed, shape {got}: rows are positions, columns dimensions, (max_len, d_model) = {(max_len, d)}")
         elif got != (max_len, d): _fail(name, f"shape {got}, expected (max_len, d_model) = {(max_len, d)}")
         if not out.is_floating_point(): _fail(name, f"dtype {out.dtype}: the table should be floating point")
@@ -481,6 +580,9 @@ def check_positional_encoding(fn):
                 (_pe_variant(max_len, d, 'halves'), "sines in the first half and cosines in the second: interleave them, sin at 2i and cos at 2i+1"),
                 (_pe_variant(max_len, d, 'i_over_d'), "frequencies 1 / 10000^(i/d_model): the exponent is 2i/d_model, with 2i the even dimension index"),
                 (_pe_variant(max_len, d, 'per_column'), "each dimension got its own frequency: dimensions 2i and 2i+1 share the angle pos / 10000^(2i/d_model)"),
+                (_pe_variant(max_len, d, 'four_i'), "frequencies 1 / 10000^(4i/d_model): arange(0, d_model, 2) already holds 2i, so do not double it again"),
+                (_pe_variant(max_len, d, 'floor'), "every pair has frequency 1: the exponent 2i // d_model is integer division, always 0; use true division, 2i / d_model"),
+                (_pe_variant(max_len, d, 'from_one'), "positions counted from 1: row 0 is position 0, so PE[0] = (0, 1, 0, 1, ...)"),
                 (sinusoidal_positional_encoding(d, max_len).T, "positions and dimensions swapped: the table was built with its axes swapped; the angle is pos / 10000^(2i/d_model) with pos the row")]
             msg = next((m_ for t, m_ in cands if _close(out, t, atol=1e-4)), None)
             if msg is None and got == (d, max_len) and _close(out.T, ref, atol=1e-4): msg = "returned the table transposed: rows are positions, columns dimensions"
@@ -497,7 +599,7 @@ def _ln(x, w, b, eps=1e-5, unbiased=False, eps_outside=False, dim=-1):
 
 @_keeps_rng
 def check_layer_norm(cls):
-    "Check `cls(d_model)`: normalize the last axis (biased variance, eps inside the root), then scale and shift per feature; finite on rows of equal entries, float64 kept."
+    "Check `cls(d_model)`: normalize the last axis (biased variance, eps inside the root), then scale and shift per feature; scale 1 and shift 0 at construction; finite on rows of equal entries, float64 kept."
     name, n, d = 'LayerNorm', 0, 8
     m = _build(name, cls, d)
     ps, shapes = list(m.parameters()), _param_shapes(m)
@@ -509,10 +611,14 @@ def check_layer_norm(cls):
     w, b = 1 + 0.5 * _randn(d, seed=30), 0.5 * _randn(d, seed=31)
     big = _randn(2, 5, d, seed=32) * 3 + 1       # variance ~9: eps does not matter here
     tiny = 0.5 + 1e-2 * _randn(2, 5, d, seed=33)  # variance ~1e-4: eps inside or outside the root shows
+    fresh = _try(lambda: _call(name, m, big))     # as constructed: scale 1 and shift 0, like nn.LayerNorm
     for order in ((0, 1), (1, 0)):
         with torch.no_grad(): vecs[order[0]].copy_(w); vecs[order[1]].copy_(b)
         m.eval()
-        out = _call(name, m, big)
+        try: out = _call(name, m, big)
+        except AssertionError as e:
+            if "must match the size" in str(e): raise AssertionError(f"{e}: mean and var over the last axis need keepdim=True, so that (B, L, 1) broadcasts back against (B, L, d_model)") from None
+            raise
         if not isinstance(out, torch.Tensor) or out.shape != big.shape:
             _fail(name, f"output shape {_shape(out)} for input {tuple(big.shape)}: layer norm keeps the shape")
         if _close(out, _ln(big, w, b), atol=1e-4): break
@@ -523,18 +629,25 @@ def check_layer_norm(cls):
             (_ln(big, w, b, unbiased=True), "unbiased std (divides the variance by d-1): layer norm uses the biased variance, var(unbiased=False)"),
             (_ln(big, w, b, dim=-2), "normalizing over the wrong axis: statistics are over the features, the last axis"),
             (_ln(big, w, b, dim=(-2, -1)), "normalizing over the wrong axis: statistics are over the features (last axis) of each position, not the whole sequence"),
+            ((big - big.mean(-1, keepdim=True)) / (big.var(unbiased=False) + 1e-5).sqrt() * w + b, "one variance for the whole tensor: x.var() without dim; take it over the last axis, var(-1, unbiased=False, keepdim=True)"),
             (_ln(big, torch.ones(d), torch.zeros(d)), "weight and bias are not applied: scale by the weight and shift by the bias after normalizing"),
+            (_ln(big, w, torch.zeros(d)), "the bias is not added: shift by the bias after scaling"),
+            ((_ln(big, torch.ones(d), torch.zeros(d)) + b) * w, "shift before scale: (x_hat + bias) * weight; the layer computes weight * x_hat + bias"),
         ])
         _fail(name, f"{msg or 'output differs from the reference'} (seen: max error {_maxerr(out, _ln(big, w, b)):.3g} on inputs with variance ~9)")
     n += 2
     out = _call(name, m, tiny)
     if not any(_close(out, _ln(tiny, w, b, eps), atol=1e-4) for eps in (1e-5, 1e-6, 1e-12)):
+        out64 = _try(lambda: _call(name, m.double(), tiny.double())); m.float()
+        if any(_close(out64, _ln(tiny.double(), w.double(), b.double(), eps), atol=1e-6) for eps in (1e-5, 1e-6, 1e-12)):
+            _fail(name, f"right in float64, wrong in float32 for rows with a small variance around a larger mean (variance ~1e-4, mean 0.5; max error {_maxerr(out, _ln(tiny, w, b)):.3g}): "
+                        "the variance as E[x^2] - E[x]^2 cancels in float32; compute it as ((x - mean)^2).mean(-1)")
         msg = _diagnose(out, [(_ln(tiny, w, b, eps, eps_outside=True), "eps added outside the square root (std + eps): use sqrt(var + eps)") for eps in (1e-5, 1e-6, 1e-12)]
                         + [(_ln(tiny, w, b, eps, unbiased=True, eps_outside=True), "eps added outside the square root, and the std is unbiased") for eps in (1e-5, 1e-6, 1e-12)])
         _fail(name, f"{msg or 'wrong when the variance is small (eps should be 1e-5, inside the root)'} (seen: correct for large-variance inputs, max error {_maxerr(out, _ln(tiny, w, b)):.3g} for inputs with variance ~1e-4)")
     n += 1
     x2 = _randn(7, d, seed=34)
-    if not _close(_call(name, m, x2), _ln(x2, w, b), atol=1e-4): _fail(name, f"correct on (B, L, d_model) inputs but not on a 2-D {(7, d)} input: normalize over dim=-1")
+    if not _close(_try(lambda: _call(name, m, x2)), _ln(x2, w, b), atol=1e-4): _fail(name, f"correct on (B, L, d_model) inputs but not on a 2-D {(7, d)} input: normalize over dim=-1 (keepdim=True), not a fixed axis")
     n += 1
     flat = torch.stack([torch.full((d,), 3.0), torch.zeros(d), _randn(d, seed=35)])  # variance 0, 0, and an ordinary row
     out = _call(name, m, flat)
@@ -549,28 +662,40 @@ def check_layer_norm(cls):
     if not any(torch.allclose(out, _ln(x64, w.double(), b.double(), eps), atol=1e-9, rtol=1e-9) for eps in (1e-5, 1e-6, 1e-12)): _fail(name, "float64 inputs lose precision: compute in the input's dtype")
     m.float()
     n += 1
+    plain = _ln(big, torch.ones(d), torch.zeros(d))
+    if isinstance(fresh, torch.Tensor) and not _close(fresh, plain, atol=1e-4):
+        if _close(fresh, torch.ones_like(big)): msg = "a fresh module returns all ones: the scale starts at 0 and the shift at 1; are weight and bias swapped in forward (x_hat * bias + weight)?"
+        elif _close(fresh, torch.zeros_like(big)): msg = "a fresh module returns all zeros: the scale (weight) starts at 0"
+        else: msg = "a fresh module does not return the plain normalization"
+        _fail(name, f"{msg}; initialize the weight to ones and the bias to zeros, as nn.LayerNorm does, so that a new layer starts as the plain normalization")
+    n += 1
     _passed(name, n)
 
 # %% ../nbs/13_checks.ipynb #c62ecf18
-def _load_ffn(m, ref, name):
-    "Copy `ref`'s two Linear layers into `m`, found by shape: (d_ff, d), (d_ff,), (d, d_ff) and the (d,) right after it."
+def _load_ffn(m, ref, name, paper=False):
+    """Copy `ref`'s two layers into `m`, found by shape: the (d_ff, d) weight, a (d_ff,) bias, the (d, d_ff) weight and the (d,)
+    right after it; kernel-size-1 Conv1d weights count as 2-D; `paper` loads raw matrices used as x @ W1 (shapes transposed)."""
     d_ff, d = ref.w_1.weight.shape
-    ps = list(m.parameters())
-    shapes = [tuple(p.shape) for p in ps]
-    if shapes.count((d_ff, d)) != 1 or shapes.count((d, d_ff)) != 1:
+    names, ps = zip(*m.named_parameters())
+    shapes = [tuple(p.shape[:2]) if p.dim() == 3 and p.shape[2] == 1 else tuple(p.shape) for p in ps]
+    owner = lambda i: names[i].rpartition('.')[0]  # the module that holds parameter i
+    (s1, w1), (s2, w2) = ((d, d_ff), ref.w_1.weight.T), ((d_ff, d), ref.w_2.weight.T)
+    if not paper: (s1, w1), (s2, w2) = ((d_ff, d), ref.w_1.weight), ((d, d_ff), ref.w_2.weight)
+    if shapes.count(s1) != 1 or shapes.count(s2) != 1:
         _fail(name, f"expected one ({d_ff}, {d}) weight (d_model -> d_ff) and one ({d}, {d_ff}) weight (d_ff -> d_model), found {shapes}")
-    i1, i2 = shapes.index((d_ff, d)), shapes.index((d, d_ff))
+    i1, i2 = shapes.index(s1), shapes.index(s2)
+    b1 = shapes.index((d_ff,)) if (d_ff,) in shapes else None
+    b2 = i2 + 1 if i2 + 1 < len(ps) and shapes[i2 + 1] == (d,) and owner(i2 + 1) == owner(i2) else None
     with torch.no_grad():
-        ps[i1].copy_(ref.w_1.weight); ps[i2].copy_(ref.w_2.weight)
-        if (d_ff,) in shapes: ps[shapes.index((d_ff,))].copy_(ref.w_1.bias)
-        else: ref.w_1.bias.zero_()
-        if i2 + 1 < len(ps) and shapes[i2 + 1] == (d,): ps[i2 + 1].copy_(ref.w_2.bias)
-        else: ref.w_2.bias.zero_()
-    return [i1, i2] + [shapes.index((d_ff,))] * ((d_ff,) in shapes) + [i2 + 1] * (i2 + 1 < len(ps) and shapes[i2 + 1] == (d,))
+        ps[i1].copy_(w1.reshape(ps[i1].shape)); ps[i2].copy_(w2.reshape(ps[i2].shape))
+        if b1 is None: ref.w_1.bias.zero_()
+        else: ps[b1].copy_(ref.w_1.bias)
+        if b2 is None: ref.w_2.bias.zero_()
+        else: ps[b2].copy_(ref.w_2.bias)
 
 @_keeps_rng
 def check_feed_forward(cls):
-    "Check `cls(d_model, d_ff)`: w_2(relu(w_1(x))) at every position alone, for any length from 1; float64 kept."
+    "Check `cls(d_model, d_ff)`: w_2(relu(w_1(x))) at every position alone, for any length from 1; float64 kept; Linear, Conv1d(kernel 1) or raw x @ W weights, biases optional."
     name, n, d, d_ff = 'PositionwiseFeedForward', 0, 8, 20
     m = _build(name, cls, d, d_ff)
     ref = _fill_(PositionwiseFeedForward(d, d_ff), seed=40, scale=0.5)
@@ -580,7 +705,14 @@ def check_feed_forward(cls):
     if not isinstance(out, torch.Tensor) or out.shape != x.shape:
         _fail(name, f"output shape {_shape(out)} for input {tuple(x.shape)}: expected (B, L, d_model), the input's shape")
     with torch.no_grad(): r = ref(x)
+    if not _close(out, r) and not _random_between_calls(m, (x,), out):  # raw matrices used as x @ W1 (the paper's layout)?
+        ref_t = copy.deepcopy(ref)
+        try: _load_ffn(m, ref_t, name, paper=True); paper = _close(_try(lambda: _call(name, m, x)), ref_t(x))
+        except AssertionError: paper = False
+        if paper: ref, out, r = ref_t, _call(name, m, x), ref_t(x)
+        else: _load_ffn(m, ref, name)
     if not _close(out, r):
+        if _random_between_calls(m, (x,), out): _fail(name, _DROPOUT_ON)
         x2 = x.clone(); x2[:, 1:] += 1.0
         if not torch.equal(_call(name, m, x2)[:, 0], out[:, 0]):
             _fail(name, "position 0's output changes when only the other positions change: the network must act on each position alone")
@@ -590,6 +722,9 @@ def check_feed_forward(cls):
             (lin2(h), "no ReLU between the two linear layers: without it they collapse into one linear map"),
             (lin2(h.relu()).relu(), "ReLU after the second layer too: the output must be able to be negative"),
             (lin2(F.gelu(h)), "GELU instead of ReLU: this course's network uses max(0, x W1 + b1)"),
+            (lin2(h).relu(), "ReLU after the second layer instead of between the two: the output must be able to be negative"),
+            (x + r, "a residual inside the network: it returns x + FFN(x); the sublayer connection adds x, the network returns FFN(x) alone"),
+            (lin2(x.relu() @ ref.w_1.weight.T + ref.w_1.bias), "ReLU applied to the input instead of between the two layers"),
         ])
         _fail(name, f"{msg or 'output differs from max(0, x W1 + b1) W2 + b2'} (seen: max error {_maxerr(out, r):.3g})")
     n += 2
@@ -612,10 +747,10 @@ def check_feed_forward(cls):
 def _is_norm(mod, d): return [tuple(p.shape) for p in mod.parameters()] == [(d,), (d,)]
 
 def _is_attn(mod, d):
-    "A module whose parameters are exactly four projections (or fused q/k/v + output) with optional biases."
+    "A module whose parameters are exactly four projections (some fused: q/k/v or k/v) with optional biases."
     shapes = [tuple(p.shape) for p in mod.parameters()]
     rows = sum(s[0] for s in shapes if len(s) == 2)
-    ok = all(s in ((d, d), (3 * d, d), (d,), (3 * d,)) for s in shapes)
+    ok = all(s in ((d, d), (2 * d, d), (3 * d, d), (d,), (2 * d,), (3 * d,)) for s in shapes)
     return bool(shapes) and ok and rows == 4 * d and sum(len(s) == 1 for s in shapes) <= 4
 
 def _find_parts(m, d):
@@ -634,15 +769,27 @@ def _layer_ref(ref, x, memory=None, mask=None, memory_mask=None, v=()):
     def res(i, f, x):
         if 'post' in v: return norms[i](x + f(x))
         if 'no_residual' in v: return f(norms[i](x))
+        if 'residual_from_norm' in v: return norms[i](x) + f(norms[i](x))
         return x + f(norms[i](x))
+    def att(mod, q, k, val, mk):  # 'attn' in v: the attention itself makes one of multi-head attention's mistakes
+        return (_mha(mod, q, k, val, mk, v) if 'attn' in v else mod(q, k, val, mk))[0]
     sm = None if 'no_self_mask' in v else mask
-    x = res(0, lambda y: ref.self_attn(y, y, y, sm)[0], x)
+    if 'self_mask_reversed' in v and mask is not None: sm = ~mask
+    if 'own_causal' in v: sm = causal_mask(x.size(1))
+    if 'cross_first' in v:
+        x = res(0, lambda y: att(ref.cross_attn, y, memory, memory, memory_mask), x)
+        x = res(1, lambda y: att(ref.self_attn, y, y, y, sm), x)
+        return res(2, ref.feed_forward, x)
+    x = res(0, lambda y: att(ref.self_attn, y, y, y, sm), x)
     if memory is not None:
         mm = None if 'no_memory_mask' in v else memory_mask
-        if 'value_only' in v: f = lambda y: ref.cross_attn(y, y, memory, mm)[0]
-        elif 'norm_memory' in v: f = lambda y: ref.cross_attn(y, norms[1](memory), norms[1](memory), mm)[0]
-        else: f = lambda y: ref.cross_attn(y, memory, memory, mm)[0]
+        if 'memory_mask_reversed' in v and memory_mask is not None: mm = ~memory_mask
+        if 'value_only' in v: f = lambda y: att(ref.cross_attn, y, y, memory, mm)
+        elif 'query_from_memory' in v: f = lambda y: att(ref.cross_attn, memory, y, y, None)
+        elif 'norm_memory' in v: f = lambda y: att(ref.cross_attn, y, norms[1](memory), norms[1](memory), mm)
+        else: f = lambda y: att(ref.cross_attn, y, memory, memory, mm)
         x = res(1, f, x)
+    if 'ff_no_residual' in v: return ref.feed_forward(norms[-1](x))
     return res(len(norms) - 1, ref.feed_forward, x)
 
 _LAYER_MISTAKES = [
@@ -652,7 +799,14 @@ _LAYER_MISTAKES = [
     (('norm_memory',), "cross-attention normalizes memory with the decoder's layer norm: only the decoder stream is normalized; memory is used as it is"),
     (('no_self_mask',), "the self-attention mask is ignored: pass the mask to self-attention"),
     (('no_memory_mask',), "memory_mask is ignored: pass it to the cross-attention"),
-]
+    (('residual_from_norm',), "the residual adds the normalized input: the sum is x + sublayer(norm(x)), with x itself, not norm(x), on the residual path"),
+    (('self_mask_reversed',), "the self-attention mask is reversed: True means may attend, pass it on as it is"),
+    (('memory_mask_reversed',), "memory_mask is reversed: True means may attend, pass it on as it is"),
+    (('own_causal',), "the layer builds its own causal mask instead of using the mask it is given (None = attend everywhere; tgt_mask also hides target padding)"),
+    (('query_from_memory',), "cross-attention takes its queries from memory: queries come from the decoder, keys and values from memory"),
+    (('ff_no_residual',), "the feed-forward sublayer has no residual: x + feed_forward(norm(x))"),
+    (('cross_first',), "cross-attention runs before self-attention: the decoder layer is self-attention, then cross-attention, then feed-forward"),
+] + [(('attn',) + vs, f"the layer is wired right but its attention is not; {m_}") for vs, m_ in _MHA_MISTAKES]
 
 # %% ../nbs/13_checks.ipynb #676d7317
 _SUBLAYERS = {2: ['self-attention', 'feed-forward'], 3: ['self-attention', 'cross-attention', 'feed-forward']}
@@ -739,6 +893,7 @@ def _check_layer(cls, decoder):
         for what, args, kw in cases:
             try: out = _call(name, m, *args)
             except AssertionError as e: out = e  # reported unless an earlier case shows the mistake in the numbers
+            if not results and _random_between_calls(m, args, out): _fail(name, _DROPOUT_ON)
             if isinstance(out, torch.Tensor) and out.shape != x.shape:
                 _fail(name, f"output {_shape(out)} with {what}: expected (B, L, d_model) = {tuple(x.shape)}, the shape of x")
             with torch.no_grad(): results.append((what, args, kw, out, _layer_ref(ref, x, **kw)))
@@ -758,7 +913,7 @@ def _check_layer(cls, decoder):
                 _fail(name, "the output does not change when memory changes: cross-attention ignores the encoder output; take its keys and values from memory")
         ok = [c[0] for c in results if c not in bad]
         with torch.no_grad():
-            msg = _diagnose(out, [(_layer_ref(ref, x, **kw, v=vs), m_) for vs, m_ in _LAYER_MISTAKES])
+            msg = _diagnose(out, [(_try(lambda vs=vs: _layer_ref(ref, x, **kw, v=vs)), m_) for vs, m_ in _LAYER_MISTAKES])
         seen = f"max error {_maxerr(out, r):.3g} with {what}" + (f"; correct with {', '.join(ok)}" if ok else "")
         _fail(name, f"{msg or 'output differs from the pre-LN reference'} (seen: {seen})")
     n += len(cases)

@@ -14,7 +14,10 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
            'positional_encoding_axes_swapped', 'positional_encoding_seq_first', 'LayerNormUnbiasedStd',
            'LayerNormEpsOutsideRoot', 'LayerNormScalarParams', 'LayerNormOverSequence', 'FeedForwardNoActivation',
            'EncoderLayerPostLN', 'DecoderLayerPostLN', 'DecoderLayerIgnoresMemory', 'DecoderLayerMemoryOnlyAsValue',
-           'DecoderLayerNormalizesMemory']
+           'DecoderLayerNormalizesMemory', 'attention_scales_query_in_place', 'attention_in_float32',
+           'attention_squeezed', 'padding_mask_from_lengths', 'split_heads_length_from_view',
+           'MultiHeadAttentionSoftmaxInFloat32', 'LayerNormNoEps', 'LayerNormUpcastNoCastBack', 'FeedForwardSqueezed',
+           'EncoderLayerOneNorm', 'DecoderLayerOneAttention']
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
 import math
@@ -25,6 +28,7 @@ from .layer_norm import LayerNorm
 from .feed_forward import PositionwiseFeedForward
 from .layers import EncoderLayer, DecoderLayer
 from .positional import sinusoidal_positional_encoding
+from .attention import scaled_dot_product_attention
 
 # %% ../nbs/14_pitfalls.ipynb #c632d43c
 MUTANTS = {}  # name -> (name of the check in transformer_tutorial.checks, mutant, substring the check's message must contain)
@@ -320,3 +324,83 @@ MUTANTS['DecoderLayerPostLN'] = ('check_decoder_layer', DecoderLayerPostLN, 'pos
 MUTANTS['DecoderLayerIgnoresMemory'] = ('check_decoder_layer', DecoderLayerIgnoresMemory, 'ignores the encoder output')
 MUTANTS['DecoderLayerMemoryOnlyAsValue'] = ('check_decoder_layer', DecoderLayerMemoryOnlyAsValue, 'only as the value')
 MUTANTS['DecoderLayerNormalizesMemory'] = ('check_decoder_layer', DecoderLayerNormalizesMemory, 'normalizes memory')
+
+# %% ../nbs/14_pitfalls.ipynb #ffe19229
+def attention_scales_query_in_place(query, key, value, mask=None):
+    "MISTAKE: divides the caller's query by sqrt(d_k) in place, so the caller's tensor changes."
+    query /= math.sqrt(query.size(-1))
+    scores = query @ key.transpose(-2, -1)
+    if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
+    weights = scores.softmax(-1)
+    return weights @ value, weights
+
+def attention_in_float32(query, key, value, mask=None):
+    "MISTAKE: converts the inputs to float32, whatever their dtype."
+    return scaled_dot_product_attention(query.float(), key.float(), value.float(), mask)
+
+def attention_squeezed(query, key, value, mask=None):
+    "MISTAKE: squeeze() on the results, which also drops a batch or a length of 1."
+    out, weights = scaled_dot_product_attention(query, key, value, mask)
+    return out.squeeze(), weights.squeeze()
+
+def padding_mask_from_lengths(tokens, pad_id):
+    "MISTAKE: True on the first n positions (n = the number of real tokens): right only when the padding comes last."
+    lengths = (tokens != pad_id).sum(-1, keepdim=True)                              # (B, 1)
+    return (torch.arange(tokens.size(1), device=tokens.device) < lengths)[:, None, None, :]
+
+def split_heads_length_from_view(x, num_heads):
+    "MISTAKE: view infers the length (-1), so a num_heads that does not divide d_model silently changes it."
+    B, L, d_model = x.shape
+    return x.view(B, -1, num_heads, d_model // num_heads).transpose(1, 2)
+
+class MultiHeadAttentionSoftmaxInFloat32(MultiHeadAttention):
+    "MISTAKE: upcasts the scores to float32 for the softmax, which throws away float64's precision."
+    def forward(self, query, key, value, mask=None):
+        q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+        if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
+        weights = scores.float().softmax(-1).to(q.dtype)
+        return self.w_o(merge_heads(weights @ v)), weights
+
+class LayerNormNoEps(nn.Module):
+    "MISTAKE: divides by the std with no eps, 0 / 0 on a row whose entries are all equal."
+    def __init__(self, d_model):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model))
+    def forward(self, x):
+        mean, std = x.mean(-1, keepdim=True), x.std(-1, unbiased=False, keepdim=True)
+        return (x - mean) / std * self.weight + self.bias
+
+class LayerNormUpcastNoCastBack(LayerNorm):
+    "MISTAKE: normalizes x.float() (as mixed-precision code does) and never returns to x's dtype."
+    def forward(self, x): return super().forward(x.float())
+
+class FeedForwardSqueezed(PositionwiseFeedForward):
+    "MISTAKE: squeeze(1) meant for (B, 1, d_model) decoding steps; it drops the length axis whenever L = 1."
+    def forward(self, x): return super().forward(x).squeeze(1)
+
+class EncoderLayerOneNorm(EncoderLayer):
+    "MISTAKE: registers two norms but runs the first one in both sublayers."
+    def forward(self, x, mask=None):
+        norm = self.sublayers[0].norm
+        y = norm(x); x = x + self.self_attn(y, y, y, mask)[0]
+        return x + self.feed_forward(norm(x))
+
+class DecoderLayerOneAttention(DecoderLayer):
+    "MISTAKE: registers a cross-attention module but runs the self-attention module in both places."
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask)[0])
+        x = self.sublayers[1](x, lambda y: self.self_attn(y, memory, memory, memory_mask)[0])
+        return self.sublayers[2](x, self.feed_forward)
+
+MUTANTS['attention_scales_query_in_place'] = ('check_scaled_dot_product_attention', attention_scales_query_in_place, 'in place')
+MUTANTS['attention_in_float32'] = ('check_scaled_dot_product_attention', attention_in_float32, 'float64 inputs gave output torch.float32')
+MUTANTS['attention_squeezed'] = ('check_scaled_dot_product_attention', attention_squeezed, 'for Lq = 1')
+MUTANTS['padding_mask_from_lengths'] = ('check_padding_mask', padding_mask_from_lengths, 'built from the sequence lengths')
+MUTANTS['split_heads_length_from_view'] = ('check_split_heads', split_heads_length_from_view, 'does not divide it')
+MUTANTS['MultiHeadAttentionSoftmaxInFloat32'] = ('check_multi_head_attention', MultiHeadAttentionSoftmaxInFloat32, 'float64 inputs lose precision')
+MUTANTS['LayerNormNoEps'] = ('check_layer_norm', LayerNormNoEps, 'NaN or inf for a row whose entries are all equal')
+MUTANTS['LayerNormUpcastNoCastBack'] = ('check_layer_norm', LayerNormUpcastNoCastBack, 'float64 inputs lose precision')
+MUTANTS['FeedForwardSqueezed'] = ('check_feed_forward', FeedForwardSqueezed, 'a single position')
+MUTANTS['EncoderLayerOneNorm'] = ('check_encoder_layer', EncoderLayerOneNorm, 'the self-attention and feed-forward sublayers use the same layer norm')
+MUTANTS['DecoderLayerOneAttention'] = ('check_decoder_layer', DecoderLayerOneAttention, 'self-attention and cross-attention run the same attention module')

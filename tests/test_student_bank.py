@@ -1,0 +1,98 @@
+"The self-checks against a bank of student implementations they were not written from (tests/student_bank.py)."
+import contextlib, io
+
+import pytest
+
+from transformer_tutorial import checks
+from student_bank import BANK
+
+# the mistake each message must name; a wrong implementation not listed here must still be rejected with an AssertionError
+NAMED = {
+    'sdpa_scale_by_key_length': 'divided by sqrt(Lk)',
+    'sdpa_scale_by_d_v': 'divided by sqrt(d_v)',
+    'sdpa_dropout_always_on': 'dropout',
+    'sdpa_unscaled_and_mask_reversed': 'no scaling',          # the first of its two mistakes
+    'sdpa_reversed_only_after_softmax': 'zeroed where the mask is True',
+    'sdpa_fixed_axes': 'use key.transpose(-2, -1)',
+    'sdpa_mask_view_by_batch': 'do not view or expand it with the batch size',
+    'sdpa_nan_on_fully_masked_row': 'NaN for a query whose keys are all masked',
+    'sdpa_renormalized': 'NaN for a query whose keys are all masked',
+    'sdpa_pytorch_kernel': 'NaN for a query whose keys are all masked',
+    'padding_mask_until_first_pad': 'assumes the padding comes last',
+    'padding_mask_queries_and_keys': 'hides padded queries as well',
+    'padding_mask_int': 'return a boolean tensor',
+    'causal_mask_sees_next': 'tril(1)',
+    'causal_mask_blocked_convention': 'polarity reversed',
+    'causal_mask_additive': 'additive',
+    'causal_mask_triu_eq0': 'hides the diagonal',
+    'causal_mask_fixed_block_size': 'build the mask from size',
+    'split_heads_transpose_1_3': 'not transpose(1, 3)',
+    'split_heads_seq_first_unpack': 'batch and length swapped',
+    'split_heads_heads_into_batch': 'heads folded into the batch axis',
+    'split_heads_chunk_stack_no_check': 'it made 4 heads, not 5',
+    'merge_heads_view_noncontiguous': 'Use .reshape',
+    'merge_heads_squeezed': 'do not squeeze',
+    'merge_heads_transpose_in_place': 'in place',
+    'merge_heads_transpose_1_3': 'transpose(1, 3) moves d_head',
+    'MHAKeyFromQuery': "use the query's length",
+    'MHAKeyFromValue': 'key and value swapped',
+    'MHAMaskUnsqueeze': 'pass the (B, 1, 1, Lk) mask on as it is',
+    'MHATorchWrapperMaskNotInverted': 'mask polarity reversed',
+    'MHAPerHeadLinears': 'per-head projections',
+    'pe_exponent_doubled': '10000^(4i/d_model)',
+    'pe_integer_exponent': 'integer division',
+    'pe_arguments_swapped': 'arguments in the other order',
+    'pe_positions_from_one': 'positions counted from 1',
+    'LNVarWithoutDim': 'one variance for the whole tensor',
+    'LNNoKeepdim': 'keepdim=True',
+    'LNForgotBias': 'the bias is not added',
+    'LNShiftThenScale': 'shift before scale',
+    'LNInPlace': 'in place',
+    'LNFixedAxis': 'not a fixed axis',
+    'LNWeightBiasSwapped': 'are weight and bias swapped',
+    'LNGammaInitZeros': 'the scale (weight) starts at 0',
+    'LNOnePassVariance': 'E[x^2] - E[x]^2',
+    'FFNReluAfterSecond': 'ReLU after the second layer',
+    'FFNDropoutAlwaysOn': 'dropout',
+    'FFNWithResidual': 'a residual inside the network',
+    'FFNReluOnInput': 'ReLU applied to the input',
+    'EncResidualFromNormed': 'the residual adds the normalized input',
+    'EncNoFFResidual': 'the feed-forward sublayer has no residual',
+    'EncMaskInverted': 'the self-attention mask is reversed',
+    'EncInPlaceResidual': 'in place',
+    'EncAttnScaledByDModel': 'its attention is not; scores scaled by sqrt(d_model)',
+    'EncExtraFinalNorm': 'found 1 and 3',
+    'DecMemoryMaskReversed': 'memory_mask is reversed',
+    'DecCrossBeforeSelf': 'cross-attention runs before self-attention',
+    'DecQueryFromMemory': 'takes its queries from memory',
+    'DecOwnCausalMask': 'builds its own causal mask',
+    'DecIgnoresMemoryMask': 'memory_mask is ignored',
+    'DecPostLNNoMemoryMask': 'post-LN instead of pre-LN',          # the first of its two mistakes
+}
+
+
+def _run(check, impl):
+    "The check's printed verdict, or its AssertionError's message."
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out): getattr(checks, check)(impl)
+    except AssertionError as e: return None, str(e)
+    return out.getvalue(), None
+
+
+@pytest.mark.parametrize('check, impl', [(c, i) for c, i, ok in BANK if ok], ids=lambda x: getattr(x, '__name__', x))
+def test_correct_implementation_written_differently_passes(check, impl):
+    printed, msg = _run(check, impl)
+    assert msg is None, msg
+    assert printed.startswith('✓ ')
+
+
+@pytest.mark.parametrize('check, impl', [(c, i) for c, i, ok in BANK if not ok], ids=lambda x: getattr(x, '__name__', x))
+def test_wrong_implementation_is_rejected_with_its_mistake_named(check, impl):
+    printed, msg = _run(check, impl)   # any other exception than AssertionError is the check's own bug and fails here
+    assert msg is not None, f"{check} accepted {impl.__name__}: {impl.__doc__}"
+    assert NAMED.get(impl.__name__, '') in msg, msg
+
+
+def test_every_named_mistake_is_in_the_bank():
+    assert set(NAMED) <= {i.__name__ for _, i, ok in BANK if not ok}
