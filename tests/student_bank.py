@@ -29,22 +29,22 @@ MHA, PE, LN, FFN, ENC, DEC = ('check_multi_head_attention', 'check_positional_en
 def _scores(q, k, scale):
     return q @ k.transpose(-2, -1) * scale
 
+def _weigh(s, v, mask):
+    "The usual ending: fill masked scores with -inf, softmax over the keys, mix the values."
+    if mask is not None: s = s.masked_fill(~mask, float('-inf'))
+    w = s.softmax(-1)
+    return w @ v, w
+
 # ---------------------------------------------------------------- scaled dot-product attention
 @_reg(SDPA)
 def sdpa_scale_by_key_length(query, key, value, mask=None):
     "MISTAKE: d_k read as key.size(-2) (the number of keys) instead of key.size(-1)."
-    s = _scores(query, key, 1 / math.sqrt(key.size(-2)))
-    if mask is not None: s = s.masked_fill(~mask, float('-inf'))
-    w = s.softmax(-1)
-    return w @ value, w
+    return _weigh(_scores(query, key, 1 / math.sqrt(key.size(-2))), value, mask)
 
 @_reg(SDPA)
 def sdpa_scale_by_d_v(query, key, value, mask=None):
     "MISTAKE: scales by sqrt(value.size(-1)) (d_v) instead of sqrt(d_k); only visible when d_v != d_k."
-    s = _scores(query, key, 1 / math.sqrt(value.size(-1)))
-    if mask is not None: s = s.masked_fill(~mask, float('-inf'))
-    w = s.softmax(-1)
-    return w @ value, w
+    return _weigh(_scores(query, key, 1 / math.sqrt(value.size(-1))), value, mask)
 
 @_reg(SDPA)
 def sdpa_dropout_always_on(query, key, value, mask=None):
@@ -74,26 +74,17 @@ def sdpa_reversed_only_after_softmax(query, key, value, mask=None):
 @_reg(SDPA)
 def sdpa_fixed_axes(query, key, value, mask=None):
     "MISTAKE: key.transpose(2, 3) and size(3): fixed axes that only work for 4-D inputs."
-    s = query @ key.transpose(2, 3) / math.sqrt(query.size(3))
-    if mask is not None: s = s.masked_fill(~mask, float('-inf'))
-    w = s.softmax(-1)
-    return w @ value, w
+    return _weigh(query @ key.transpose(2, 3) / math.sqrt(query.size(3)), value, mask)
 
 @_reg(SDPA)
 def sdpa_mask_view_by_batch(query, key, value, mask=None):
     "MISTAKE: mask.view(query.size(0), 1, -1, Lk) assumes one mask per batch element; a shared causal (1, 1, L, L) mask raises."
-    s = _scores(query, key, 1 / math.sqrt(query.size(-1)))
-    if mask is not None: s = s.masked_fill(~mask.view(query.size(0), 1, -1, key.size(-2)), float('-inf'))
-    w = s.softmax(-1)
-    return w @ value, w
+    return _weigh(_scores(query, key, 1 / math.sqrt(query.size(-1))), value, None if mask is None else mask.view(query.size(0), 1, -1, key.size(-2)))
 
 @_reg(SDPA)
 def sdpa_nan_on_fully_masked_row(query, key, value, mask=None):
-    "MISTAKE (if fully masked rows are in the contract): -inf fill gives NaN for a query whose keys are all masked."
-    s = _scores(query, key, 1 / math.sqrt(query.size(-1)))
-    if mask is not None: s = s.masked_fill(~mask, float('-inf'))
-    w = s.softmax(-1)
-    return w @ value, w
+    "MISTAKE: the -inf fill alone gives NaN for a query whose keys are all masked (0 / 0 in the softmax)."
+    return _weigh(_scores(query, key, 1 / math.sqrt(query.size(-1))), value, mask)
 
 @_reg(SDPA, correct=True)
 def sdpa_einsum_mask_eq0(query, key, value, mask=None):
@@ -268,11 +259,7 @@ def merge_heads_contiguous_view(x):
     return x.permute(0, 2, 1, 3).contiguous().view(x.size(0), x.size(2), -1)
 
 # ---------------------------------------------------------------- multi-head attention
-def _attend(q, k, v, mask, scale):
-    s = _scores(q, k, scale)
-    if mask is not None: s = s.masked_fill(~mask, float('-inf'))
-    w = s.softmax(-1)
-    return w @ v, w
+def _attend(q, k, v, mask, scale): return _weigh(_scores(q, k, scale), v, mask)
 
 class _MHABase(nn.Module):
     def __init__(self, d_model, num_heads):
@@ -434,6 +421,9 @@ class _LNBase(nn.Module):
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
         self.weight, self.bias, self.eps = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model)), eps
+    def x_hat(self, x):
+        "The right normalization, for the mutants whose mistake comes after it."
+        return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + self.eps)
 
 @_reg(LN)
 class LNVarWithoutDim(_LNBase):
@@ -451,14 +441,13 @@ class LNNoKeepdim(_LNBase):
 class LNForgotBias(_LNBase):
     "MISTAKE: registers a bias but only scales: x_hat * weight (no + bias)."
     def forward(self, x):
-        return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + self.eps) * self.weight
+        return self.x_hat(x) * self.weight
 
 @_reg(LN)
 class LNShiftThenScale(_LNBase):
     "MISTAKE: shifts before scaling: (x_hat + bias) * weight."
     def forward(self, x):
-        xh = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + self.eps)
-        return (xh + self.bias) * self.weight
+        return (self.x_hat(x) + self.bias) * self.weight
 
 @_reg(LN)
 class LNInPlace(_LNBase):
@@ -479,8 +468,7 @@ class LNFixedAxis(_LNBase):
 class LNWeightBiasSwapped(_LNBase):
     "MISTAKE: uses the parameters swapped, x_hat * bias + weight: at initialization (weight 1, bias 0) it outputs all ones."
     def forward(self, x):
-        xh = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + self.eps)
-        return xh * self.bias + self.weight
+        return self.x_hat(x) * self.bias + self.weight
 
 @_reg(LN)
 class LNGammaInitZeros(_LNBase):
@@ -489,8 +477,7 @@ class LNGammaInitZeros(_LNBase):
         super().__init__(d_model, eps)
         self.weight = nn.Parameter(torch.zeros(d_model))
     def forward(self, x):
-        xh = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + self.eps)
-        return xh * self.weight + self.bias
+        return self.x_hat(x) * self.weight + self.bias
 
 @_reg(LN, correct=True)
 class LNFunctionalBiasFirst(nn.Module):

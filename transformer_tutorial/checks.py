@@ -74,6 +74,14 @@ def _try(f):
     try: return f()
     except Exception: return None
 
+def _hinted(hint, f):
+    "f(); when it fails, the AssertionError's message gets `hint` added (a string, or a function of the message)."
+    try: return f()
+    except AssertionError as e:
+        extra = hint(str(e)) if callable(hint) else hint
+        if not extra: raise
+        raise AssertionError(f"{e}{extra}") from None
+
 def _random_between_calls(fn, args, out):
     "True when calling `fn(*args)` again gives another result: randomness (dropout left on) in eval mode."
     again = _try(lambda: fn(*args))
@@ -175,10 +183,8 @@ def check_scaled_dot_product_attention(fn):
     for mask, what in ((_row_mask(B, 1, Lq, Lk, seed=4), f"a mask of shape {(B, 1, Lq, Lk)}"),
                        (_row_mask(B, 1, 1, Lk, seed=5), f"a padding mask of shape {(B, 1, 1, Lk)}"),
                        (torch.ones(Lq, Lk, dtype=torch.bool).tril()[None, None], f"a causal mask shared by the batch, shape {(1, 1, Lq, Lk)}")):
-        try: res = _call(name, fn, q, k, v, mask)
-        except AssertionError as e:
-            if mask.size(0) == 1: raise AssertionError(f"{e} (with {what}: let broadcasting spread the mask over the batch; do not view or expand it with the batch size)") from None
-            raise
+        shared = f" (with {what}: let broadcasting spread the mask over the batch; do not view or expand it with the batch size)"
+        res = _hinted(shared if mask.size(0) == 1 else '', lambda: _call(name, fn, q, k, v, mask))
         out, w = _pair(name, res, (B, H, Lq, d), (B, H, Lq, Lk), shapes)
         ref = _sdpa(q, k, v, mask)[0]
         assert _close(ref, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
@@ -497,11 +503,9 @@ def check_multi_head_attention(cls):
             for what, a, b, c, mask in cases:
                 Lkk = b.size(1)
                 expect = f" for query {_shape(a)}, key/value {_shape(b)}, num_heads = {H}: output (B, Lq, d_model), weights (B, num_heads, Lq, Lk)"
-                try: res = _call(name, m, a, b, c, mask)
-                except AssertionError as e:
-                    if what in hints and results: raise AssertionError(f"{e}{hints[what]}") from None
-                    raise
-                if not results and _random_between_calls(m, (a, b, c, mask), res[0] if isinstance(res, (tuple, list)) else res): _fail(name, _DROPOUT_ON)
+                res = _hinted(hints.get(what, '') if results else '', lambda: _call(name, m, a, b, c, mask))
+                if first is None and not results and _random_between_calls(m, (a, b, c, mask), res[0] if isinstance(res, (tuple, list)) else res):
+                    _fail(name, _DROPOUT_ON)
                 if isinstance(res, (tuple, list)) and len(res) == 2 and _shape(res[1]) == (B, d // H, a.size(1), Lkk) and d // H != H:
                     _fail(name, f"weights have shape {_shape(res[1])}: {d // H} heads instead of {H}; split into num_heads chunks of size d_model // num_heads, not chunks of size num_heads")
                 out, w = _pair(name, res, (B, a.size(1), d), (B, H, a.size(1), Lkk), expect)
@@ -615,10 +619,9 @@ def check_layer_norm(cls):
     for order in ((0, 1), (1, 0)):
         with torch.no_grad(): vecs[order[0]].copy_(w); vecs[order[1]].copy_(b)
         m.eval()
-        try: out = _call(name, m, big)
-        except AssertionError as e:
-            if "must match the size" in str(e): raise AssertionError(f"{e}: mean and var over the last axis need keepdim=True, so that (B, L, 1) broadcasts back against (B, L, d_model)") from None
-            raise
+        keepdim = lambda msg: (": mean and var over the last axis need keepdim=True, so that (B, L, 1) broadcasts back against (B, L, d_model)"
+                               if "must match the size" in msg else "")
+        out = _hinted(keepdim, lambda: _call(name, m, big))
         if not isinstance(out, torch.Tensor) or out.shape != big.shape:
             _fail(name, f"output shape {_shape(out)} for input {tuple(big.shape)}: layer norm keeps the shape")
         if _close(out, _ln(big, w, b), atol=1e-4): break
@@ -705,14 +708,14 @@ def check_feed_forward(cls):
     if not isinstance(out, torch.Tensor) or out.shape != x.shape:
         _fail(name, f"output shape {_shape(out)} for input {tuple(x.shape)}: expected (B, L, d_model), the input's shape")
     with torch.no_grad(): r = ref(x)
-    if not _close(out, r) and not _random_between_calls(m, (x,), out):  # raw matrices used as x @ W1 (the paper's layout)?
-        ref_t = copy.deepcopy(ref)
+    if not _close(out, r):
+        if _random_between_calls(m, (x,), out): _fail(name, _DROPOUT_ON)
+        ref_t = copy.deepcopy(ref)  # raw matrices used as x @ W1 (the paper's layout)?
         try: _load_ffn(m, ref_t, name, paper=True); paper = _close(_try(lambda: _call(name, m, x)), ref_t(x))
         except AssertionError: paper = False
         if paper: ref, out, r = ref_t, _call(name, m, x), ref_t(x)
         else: _load_ffn(m, ref, name)
     if not _close(out, r):
-        if _random_between_calls(m, (x,), out): _fail(name, _DROPOUT_ON)
         x2 = x.clone(); x2[:, 1:] += 1.0
         if not torch.equal(_call(name, m, x2)[:, 0], out[:, 0]):
             _fail(name, "position 0's output changes when only the other positions change: the network must act on each position alone")
@@ -893,7 +896,7 @@ def _check_layer(cls, decoder):
         for what, args, kw in cases:
             try: out = _call(name, m, *args)
             except AssertionError as e: out = e  # reported unless an earlier case shows the mistake in the numbers
-            if not results and _random_between_calls(m, args, out): _fail(name, _DROPOUT_ON)
+            if first is None and not results and _random_between_calls(m, args, out): _fail(name, _DROPOUT_ON)
             if isinstance(out, torch.Tensor) and out.shape != x.shape:
                 _fail(name, f"output {_shape(out)} with {what}: expected (B, L, d_model) = {tuple(x.shape)}, the shape of x")
             with torch.no_grad(): results.append((what, args, kw, out, _layer_ref(ref, x, **kw)))
