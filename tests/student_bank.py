@@ -266,31 +266,29 @@ class _MHABase(nn.Module):
         super().__init__()
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
         self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+    def attend(self, q_in, k_in, v_in, mask):
+        "Project, split, attend, merge and apply W_O, right, on whichever inputs a mutant passes."
+        q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, q_in), (self.w_k, k_in), (self.w_v, v_in)))
+        o, w = _attend(q, k, v, mask, self.d_head ** -0.5)
+        return self.w_o(merge_heads(o)), w
 
 @_reg(MHA)
 class MHAKeyFromQuery(_MHABase):
     "MISTAKE: copy-paste slip: the key projection reads query (k = w_k(query)); breaks once Lk != Lq."
     def forward(self, query, key, value, mask=None):
-        q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, query), (self.w_v, value)))
-        o, w = _attend(q, k, v, mask, self.d_head ** -0.5)
-        return self.w_o(merge_heads(o)), w
+        return self.attend(query, query, value, mask)
 
 @_reg(MHA)
 class MHAKeyFromValue(_MHABase):
     "MISTAKE: copy-paste slip: the key projection reads value (k = w_k(value)); right whenever key is value."
     def forward(self, query, key, value, mask=None):
-        q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, value), (self.w_v, value)))
-        o, w = _attend(q, k, v, mask, self.d_head ** -0.5)
-        return self.w_o(merge_heads(o)), w
+        return self.attend(query, value, value, mask)
 
 @_reg(MHA)
 class MHAMaskUnsqueeze(_MHABase):
     "MISTAKE: assumes a (B, Lq, Lk) mask and always adds a head axis with mask.unsqueeze(1)."
     def forward(self, query, key, value, mask=None):
-        if mask is not None: mask = mask.unsqueeze(1)
-        q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
-        o, w = _attend(q, k, v, mask, self.d_head ** -0.5)
-        return self.w_o(merge_heads(o)), w
+        return self.attend(query, key, value, None if mask is None else mask.unsqueeze(1))
 
 @_reg(MHA)
 class MHAScaleDModelMergeNoTranspose(_MHABase):
