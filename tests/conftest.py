@@ -1,5 +1,30 @@
+"""The test suite's shared settings; how the suite is organized is in tests/README.md.
+
+In CI (the environment variable CI is set, as `.ci/run` does) a skipped test is a failure, unless its reason says it
+needs a GPU (names 'GPU' or 'CUDA'): CI installs everything the suite uses, so any other skip hides a test that did
+not run. That includes a parametrized test whose list of cases came out empty, which pytest would otherwise skip.
+"""
+import os
 import pytest
+
+GPU_ONLY = ('GPU', 'CUDA')  # words a skip reason holds when the test needs a GPU, the one skip CI allows
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "notebooks: runs every notebook under nbdev_test (slow; deselect with -m 'not notebooks')")
+
+
+def _reason(report):
+    return report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    "In CI, turn a skip that is not for want of a GPU into a failure that gives the reason."
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get('CI') and report.skipped and not hasattr(report, 'wasxfail'):
+        reason = _reason(report)
+        if not any(word in reason for word in GPU_ONLY):
+            report.outcome = 'failed'
+            report.longrepr = f"skipped in CI, where only tests that need a GPU may skip: {reason}"

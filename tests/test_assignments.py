@@ -88,7 +88,7 @@ def test_make_assignments_links_and_errors(tmp_path):
     with pytest.raises(ValueError, match="overwrite the solutions"): make_assignments(EXERCISES, source=EXERCISES)
 
 
-@pytest.mark.parametrize("name", ["ex01_attention.ipynb", "ex03_multi_head_attention.ipynb", "ex06_encoder_decoder_layers.ipynb"])
+@pytest.mark.parametrize("name", NAMES)
 def test_student_notebook_fails_first_with_not_implemented(student_dir, name):
     out, _ = student_dir
     report = grade_notebook(out / name, timeout=300)
@@ -117,10 +117,10 @@ def test_grade_notebook_gives_partial_credit(student_dir, tmp_path):
     assert r["checks"]["ex02_masks_check_padding_mask"]["error"].count("NotImplementedError")
 
 
-def test_solution_notebooks_pass():
-    for name in ["ex03_multi_head_attention.ipynb", "ex06_encoder_decoder_layers.ipynb"]:
-        r = grade_notebook(EXERCISES / name, timeout=300)
-        assert r["first_error"] is None and r["score"] == r["max_score"] > 0, r
+@pytest.mark.parametrize("name", NAMES)
+def test_solution_notebooks_pass(name):
+    r = grade_notebook(EXERCISES / name, timeout=300)
+    assert r["first_error"] is None and r["score"] == r["max_score"] > 0, r
 
 
 @pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None, reason="nbgrader is not installed")

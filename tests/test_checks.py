@@ -184,9 +184,17 @@ def test_checks_leave_the_global_rng_alone():
     assert torch.equal(a, b)
 
 
-def test_square_pe_transposed_and_odd_sizes():
-    with pytest.raises(AssertionError, match='transposed|swapped'):
-        checks.check_positional_encoding(lambda n, d: sinusoidal_positional_encoding(d, n).T if n == d else sinusoidal_positional_encoding(n, d).T)
+@pytest.mark.parametrize('transposed_for, seen', [
+    (lambda n, d: n != d, 'transposed, shape (16, 50)'),                                     # the first size, (50, 16)
+    (lambda n, d: n == d, 'for max_len = 8, d_model = 8'),                                   # square: the shape is right
+    (lambda n, d: n == 1, 'transposed, shape (2, 1)'),                                       # one position
+], ids=['non-square', 'square', 'one-position'])
+def test_pe_transposed_only_for_some_sizes(transposed_for, seen):
+    "A table transposed only when not square, only when square or only for one position is rejected at that size."
+    pe = lambda n, d: sinusoidal_positional_encoding(n, d).T if transposed_for(n, d) else sinusoidal_positional_encoding(n, d)
+    with pytest.raises(AssertionError, match='transposed|swapped') as e:
+        checks.check_positional_encoding(pe)
+    assert seen in str(e.value)
 
 
 def test_code_run_before_the_import_cell_gets_told_to_run_from_the_top():

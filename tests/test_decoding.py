@@ -140,9 +140,14 @@ def test_beam_search_ends_each_row_on_its_own(trained):
 
 
 def test_decoders_on_the_input_device_and_dtype():
-    model = random_model(0)
-    for out in (greedy_decode(model, torch.tensor([[3, 4]]), 4), beam_search(model, torch.tensor([[3, 4]]), 4)):
-        assert out.dtype == torch.long and out.device == torch.device('cpu') and out.shape[0] == 1
+    "Tokens come back as long ids on the device of `src`, wherever the model is (tests/elsewhere.py's device stands in for a GPU)."
+    from elsewhere import elsewhere
+    model, src = random_model(0), torch.tensor([[3, 4]])
+    with elsewhere() as device:
+        moved = random_model(0).to(device)
+        for m, s in ((model, src), (moved, src), (moved, src.to(device)), (model, src.to(device))):
+            for out in (greedy_decode(m, s, 4, use_cache=False), greedy_decode(m, s, 4), beam_search(m, s, 4)):
+                assert out.dtype == torch.long and out.device == s.device and out.shape[0] == 1
 
 
 @pytest.mark.parametrize('call, message', [

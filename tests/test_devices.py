@@ -1,67 +1,140 @@
-"""No package function mixes devices: a model on another device than its inputs gets them moved, never a device-mismatch error.
+"""No package function mixes devices: a model on another device than its inputs gets them moved, and gives what it gives on the CPU.
 
-Without a GPU the check uses PyTorch's `meta` device: a model moved there and fed CPU tensors can only fail because
-meta tensors hold no data (a `.item()`, a comparison made into a Python bool, a copy back to the CPU), never with
-"Expected all tensors to be on the same device", which is what a forgotten `.to(device)` raises on a GPU.
+CI has no GPU, so the other device is `tests/elsewhere.py`'s: tensors with real CPU data that report another device
+and refuse, as CUDA does, to be mixed with CPU tensors. Decoding, evaluation, attention capture, the training loop and
+the data-parallel step run there in full and must return exactly what they return on the CPU. Each `test_..._catches`
+test breaks one `device=` or `.to(...)` of the package (tests/mutation.py) and checks that the device test fails.
 """
+import copy
 import pytest, torch
-from transformer_tutorial.model import Transformer
-from transformer_tutorial.copy_task import CopyTask, evaluate
+from elsewhere import Elsewhere, elsewhere
+from mutation import mutate
+from transformer_tutorial import decoding, training, data_parallel
+from transformer_tutorial.copy_task import CopyTask, evaluate, task_model
 from transformer_tutorial.decoding import greedy_decode, beam_search
-from transformer_tutorial.training import record_attention, train, make_optimizer, select_device
+from transformer_tutorial.training import PAD, record_attention, train, select_device
+from transformer_tutorial.data_parallel import DistEnv, sharded_batches, data_parallel_step
 
-MIXING = ("same device", "found at least two devices", "expected device", "device type", "Expected all tensors")
-
-
-def meta_model():
-    return Transformer(13, 13, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.0, max_len=32).to('meta')
+TASK = CopyTask()
+MIXING = 'Expected all tensors to be on the same device'
 
 
-def no_device_mixing(fn):
-    "Run `fn`; it may fail only because meta tensors hold no data."
-    try: fn()
-    except Exception as e:
-        msg = str(e)
-        assert not any(m.lower() in msg.lower() for m in MIXING), f"device mixing: {type(e).__name__}: {msg}"
-        assert 'meta' in msg.lower() or 'data' in msg.lower() or isinstance(e, NotImplementedError), f"unexpected: {type(e).__name__}: {msg}"
+def source(n=6, seed=0): return TASK.sample(n, torch.Generator().manual_seed(seed))[0]
 
 
-def test_guard_catches_a_forgotten_move():
-    "The guard itself: a model on meta fed CPU tensors directly is a device-mixing error."
-    model = meta_model()
-    with pytest.raises(AssertionError, match='device mixing'):
-        no_device_mixing(lambda: model.src_embed.lut(torch.tensor([[3, 4]])) + torch.ones(1))
+def moved(model, device):
+    "The model on `device`, its parameters `Elsewhere`: the move the package's callers make."
+    model = model.to(device)
+    assert all(isinstance(p, Elsewhere) and p.device == device for p in model.parameters())
+    return model
 
 
-def test_decoding_moves_inputs_to_the_model():
-    src, _ = CopyTask().sample(4, torch.Generator().manual_seed(0))
-    no_device_mixing(lambda: greedy_decode(meta_model(), src, 11))
-    no_device_mixing(lambda: greedy_decode(meta_model(), src, 11, use_cache=False))
-    no_device_mixing(lambda: beam_search(meta_model(), src, 11, beam_size=3))
+def test_the_other_device_refuses_to_mix():
+    "The check itself: a model on the other device fed a CPU tensor fails as it would on a GPU; moved inputs work."
+    model = task_model(TASK)
+    with elsewhere() as device:
+        model = moved(model, device)
+        with pytest.raises(RuntimeError, match=MIXING): model.src_embed(torch.tensor([[3, 4]]))
+        out = model.src_embed(torch.tensor([[3, 4]]).to(device))
+        assert out.device == device and isinstance(out, Elsewhere)
+        with pytest.raises(RuntimeError, match=MIXING): torch.zeros(()).add_(out.sum())  # a CPU result from elsewhere's data
+        assert torch.equal(out.cpu(), task_model(TASK).src_embed(torch.tensor([[3, 4]])))
 
 
-def test_evaluate_and_record_attention_move_inputs():
-    model = meta_model()
-    no_device_mixing(lambda: evaluate(model, CopyTask(), n=8, batch_size=8))
-    def recorded():
-        with record_attention(model): greedy_decode(model, torch.tensor([[3, 4, 5]]), 4, use_cache=False)
-    no_device_mixing(recorded)
+def decode_all(model, src):
+    return (greedy_decode(model, src, 11), greedy_decode(model, src, 11, use_cache=False), beam_search(model, src, 11, beam_size=3),
+            beam_search(model, src, 11, beam_size=3, return_scores=True)[1])
 
 
-def test_train_moves_batches_to_the_model():
-    model = meta_model()
-    opt, sched = make_optimizer(model, 1e-3, 10)
-    no_device_mixing(lambda: train(model, CopyTask().batches(8), 2, opt, sched, 0, progress=False))
+def test_decoding_on_another_device():
+    "Greedy decoding with and without the cache and beam search: on the model's device, the CPU's tokens, returned on the CPU."
+    src, model = source(), task_model(TASK, seed=1)
+    expected = decode_all(model, src)
+    with elsewhere() as device:
+        got = decode_all(moved(model, device), src)
+    for e, g in zip(expected, got): assert type(g) is torch.Tensor and g.device == src.device, f"returned on device {g.device}"
+    for e, g in zip(expected[:3], got[:3]): assert torch.equal(g, e)
+    torch.testing.assert_close(got[3], expected[3])  # the scores: attention may take another kernel there, equal to rounding
 
 
-def test_decode_returns_on_the_inputs_device():
-    model = Transformer(13, 13, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.0, max_len=32)
-    out = greedy_decode(model, torch.tensor([[3, 4, 5]]), 4)
-    assert out.device == torch.device('cpu') and out.dtype == torch.long and out.shape[0] == 1
+def test_evaluate_and_record_attention_on_another_device():
+    model = task_model(TASK, seed=2)
+    src = source(3)
+    expected = evaluate(model, TASK, n=40, batch_size=16), evaluate(model, TASK, n=12, batch_size=8, beam_size=2)
+    with record_attention(model) as maps: greedy_decode(model, src, 5, use_cache=False)
+    with elsewhere() as device:
+        model = moved(model, device)
+        assert (evaluate(model, TASK, n=40, batch_size=16), evaluate(model, TASK, n=12, batch_size=8, beam_size=2)) == expected
+        with record_attention(model) as got: greedy_decode(model, src, 5, use_cache=False)
+    assert got.keys() == maps.keys() and len(maps) == 3
+    for name in maps:
+        assert type(got[name]) is torch.Tensor, f"{name}'s weights kept on device {got[name].device}, not moved to the CPU"
+        assert torch.equal(got[name], maps[name])
+
+
+def run_training(device=None, steps=3):
+    "A few steps of the training loop with the model on `device`; the history and the weights, on the CPU."
+    model = task_model(TASK, seed=3)
+    if device is not None: model = moved(model, device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)  # not AdamW, which turns the key biases' rounding noise
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, training.warmup_inverse_sqrt(2))  # (their true gradient is 0) into steps
+    history = train(model, TASK.batches(16, seed=3), steps, opt, sched, PAD, label_smoothing=0.1, progress=False)
+    return history, {k: v.cpu() for k, v in model.state_dict().items()}
+
+
+def test_training_loop_on_another_device():
+    "The training loop moves each batch to the model's device: the same losses, learning rates and weights as on the CPU."
+    expected = run_training()
+    with elsewhere() as device: history, weights = run_training(device)
+    assert history['lr'] == expected[0]['lr'] and history['accuracy'] == expected[0]['accuracy']
+    assert history['loss'] == pytest.approx(expected[0]['loss'], rel=1e-6)  # attention may take another kernel: rounding
+    torch.testing.assert_close(weights, expected[1])
+
+
+def run_step(device=None, accumulate=2):
+    "One data-parallel step (one process, `accumulate` micro-batches) on `device`: the loss and accuracy, and the weights."
+    model = task_model(TASK, seed=4)
+    if device is not None: model = moved(model, device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    micro = sharded_batches(TASK, 32, DistEnv(), seed=4, accumulate=accumulate)()
+    result = data_parallel_step(model, [b.to(device or 'cpu') for b in micro], opt, PAD, label_smoothing=0.1)
+    return result, {k: v.cpu() for k, v in model.state_dict().items()}
+
+
+def test_data_parallel_step_on_another_device():
+    expected = run_step()
+    with elsewhere() as device: result, weights = run_step(device)
+    assert result == pytest.approx(expected[0], rel=1e-6)
+    torch.testing.assert_close(weights, expected[1])
+
+
+# Each mutation removes one device placement from the package; the device test named beside it must then fail.
+MUTATIONS = [
+    (decoding.greedy_decode, 'start_id, dtype=torch.long, device=device)', 'start_id, dtype=torch.long)', test_decoding_on_another_device),
+    (decoding.greedy_decode, 'causal_mask(ys.size(1), device)', 'causal_mask(ys.size(1))', test_decoding_on_another_device),
+    (decoding.greedy_decode, 'return ys[:, 1:].to(src.device)', 'return ys[:, 1:]', test_evaluate_and_record_attention_on_another_device),
+    (decoding.greedy_decode, 'padding_mask(src, pad_id).to(device)', 'padding_mask(src, pad_id)', test_decoding_on_another_device),
+    (decoding.beam_search, 'logp = torch.zeros(B, K, device=device)', 'logp = torch.zeros(B, K)', test_decoding_on_another_device),
+    (decoding.beam_search, 'only_pad = torch.full((V,), -math.inf, device=device)', 'only_pad = torch.full((V,), -math.inf)',
+     test_decoding_on_another_device),
+    (decoding.beam_search, 'length = torch.zeros(B * K, device=device)', 'length = torch.zeros(B * K)', test_decoding_on_another_device),
+    (decoding.beam_search, 'torch.arange(B, device=device)[:, None]', 'torch.arange(B)[:, None]', test_decoding_on_another_device),
+    (decoding.KVCache.__init__, 'memory.new_zeros(', 'torch.zeros(', test_decoding_on_another_device),
+    (training.record_attention, 'output[1].detach().cpu()', 'output[1].detach()', test_evaluate_and_record_attention_on_another_device),
+    (training.train, 'b = next_batch().to(device)', 'b = next_batch()', test_training_loop_on_another_device),
+    (data_parallel.data_parallel_step, 'torch.zeros((), device=real.device), torch.zeros((), device=real.device)',
+     'torch.zeros(()), torch.zeros(())', test_data_parallel_step_on_another_device),
+]
+
+
+@pytest.mark.parametrize('fn, old, new, device_test', MUTATIONS, ids=lambda x: getattr(x, '__qualname__', None))
+def test_a_lost_device_placement_is_caught(monkeypatch, fn, old, new, device_test):
+    mutate(monkeypatch, fn, old, new)
+    with pytest.raises((RuntimeError, AssertionError), match=f"{MIXING}|device"): device_test()
 
 
 @pytest.mark.parametrize('device, msg', [('tpu', 'unknown device'), ('cuda:99' if torch.cuda.is_available() else 'cuda', 'CUDA'),
-                                         ('nonsense', 'unknown device')])
+                                         ('nonsense', 'unknown device'), ('meta', 'not supported by this course')])
 def test_select_device_names_the_problem(device, msg):
     with pytest.raises(ValueError, match=msg): select_device(device)
 

@@ -3,7 +3,7 @@
 Self-contained (no conftest, no repository files): tests/test_installed.py also runs this file in the wheel's
 environments (oldest and newest torch), from an empty folder.
 """
-import json, os, pickle, signal, subprocess, sys, textwrap, time
+import json, math, os, pickle, signal, subprocess, sys, textwrap
 from pathlib import Path
 
 import pytest
@@ -11,7 +11,7 @@ import torch
 
 from transformer_tutorial.model import Transformer
 from transformer_tutorial.model_files import (ModelFileError, save_pretrained, from_pretrained, read_header, read_config,
-                                              save_training_state, load_training_state, resume_training_state,
+                                              load_weights, save_training_state, load_training_state, resume_training_state,
                                               save_checkpoint, load_checkpoint, load_legacy_checkpoint)
 from transformer_tutorial.training import make_optimizer, train
 from transformer_tutorial.copy_task import CopyTask, PAD
@@ -67,18 +67,26 @@ def test_exact_resume_through_files(tmp_path):
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.json", "model.safetensors", "training_state.safetensors"]
 
 
+def typed(x):
+    "`x` with the type of every key and leaf beside it, so that == tells 1, 1.0 and True apart (and NaN equals NaN)."
+    if isinstance(x, dict): return {(type(k), k): typed(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return type(x), [typed(v) for v in x]
+    if isinstance(x, torch.Tensor): return type(x), x.dtype, tuple(x.shape), x.flatten().tolist()
+    return type(x), "nan" if isinstance(x, float) and math.isnan(x) else x
+
+
 def test_training_state_keeps_types(tmp_path):
-    "Tuples, int keys, None, floats and 0-d tensors come back as they went in."
+    "Tuples, int keys, None, bools, ints, floats (NaN too) and 0-d tensors come back as they went in, types included."
     model = small()
     opt, sched = make_optimizer(model, 1e-3, warmup=3)
     train(model, CopyTask().batches(8), 2, opt, sched, PAD, device="cpu", progress=False)
-    save_training_state(tmp_path, opt, sched, history={"loss": [float("nan"), 0.1]})
+    extra = {"n": 3, "ratio": 3.0, "done": True, "none": None, "pair": (1, 2.0), "by_id": {7: [False, 0.5]}}
+    save_training_state(tmp_path, opt, sched, history={"loss": [float("nan"), 0.1]}, extra=extra)
     state = load_training_state(tmp_path)
-    want = opt.state_dict()
-    assert state["optimizer"]["param_groups"] == want["param_groups"] and state["scheduler"] == sched.state_dict()
-    assert set(state["optimizer"]["state"]) == set(want["state"]) and all(type(k) is int for k in state["optimizer"]["state"])
-    for k, v in want["state"].items():
-        for name, t in v.items(): torch.testing.assert_close(state["optimizer"]["state"][k][name], t, atol=0, rtol=0)
+    assert typed(state["optimizer"]) == typed(opt.state_dict()) and typed(state["scheduler"]) == typed(sched.state_dict())
+    assert typed(state["extra"]) == typed(extra) and type(state["step"]) is int and state["step"] == 2
+    nan, loss = state["history"]["loss"]
+    assert type(nan) is float and math.isnan(nan) and type(loss) is float and loss == 0.1
     with pytest.raises(TypeError, match=r"state.extra is a object; training state holds tensors"):
         save_training_state(tmp_path, extra=object())
 
@@ -255,29 +263,27 @@ def test_interrupted_save_keeps_the_previous_files(tmp_path, monkeypatch):
 
 
 def test_killed_save_leaves_a_loadable_model(tmp_path):
-    "SIGKILL a process that keeps saving two different models: what is on disk is always one of them, whole."
-    script = textwrap.dedent(f"""
-        import sys, torch
+    "SIGKILL a save after the new weights are written and synced, before the rename: the previous model loads, whole."
+    script = textwrap.dedent("""
+        import os, signal, sys, torch
         from transformer_tutorial.model import Transformer
         from transformer_tutorial.model_files import save_pretrained
-        models = []
-        for seed in (0, 1):
+        def small(seed):
             torch.manual_seed(seed)
-            models.append(Transformer(13, 13, 256, 4, 4, 1024, max_len=32))
-        save_pretrained(models[0], sys.argv[1]); print('ready', flush=True)
-        i = 0
-        while True: i += 1; save_pretrained(models[i % 2], sys.argv[1])
+            return Transformer(13, 13, 32, 4, 2, 64, dropout=0.1, max_len=32, norm_first=True, tie_embeddings=False)
+        save_pretrained(small(0), sys.argv[1])
+        os.replace = lambda src, dst: os.kill(os.getpid(), signal.SIGKILL)  # atomic_write's rename of the temporary file
+        save_pretrained(small(1), sys.argv[1])
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(1.5)
-    proc.send_signal(signal.SIGKILL); proc.wait()
-    loaded = from_pretrained(tmp_path)
-    firsts = []
-    for seed in (0, 1):
-        torch.manual_seed(seed)
-        firsts.append(Transformer(13, 13, 256, 4, 4, 1024, max_len=32).output.weight)
-    assert any(torch.equal(loaded.output.weight, w) for w in firsts)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    names = sorted(p.name for p in tmp_path.iterdir())
+    stray = [n for n in names if n.startswith(".model.safetensors.") and n.endswith(".tmp")]  # SIGKILL cannot clean up
+    assert names == sorted(["config.json", "model.safetensors", *stray]) and len(stray) == 1, names
+    same_outputs(small(seed=1), load_weights(small(seed=2), tmp_path / stray[0]))  # the kill came after the new weights
+    same_outputs(small(seed=0), from_pretrained(tmp_path))  # the previous model, its values; loading ignores the stray file
+    save_pretrained(small(seed=1), tmp_path)
+    same_outputs(small(seed=1), from_pretrained(tmp_path))
 
 
 # --- the model.pt of version 0.1 ---------------------------------------------------------------------------------------

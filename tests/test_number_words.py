@@ -68,13 +68,13 @@ def test_task_interface_and_tokens():
     for s, t in zip(src.tolist(), tgt.tolist()):
         digits = ''.join(DIGITS[i - 3] for i in s if i != PAD)
         assert s[:len(digits)] == [3 + DIGITS.index(c) for c in digits] and set(s[len(digits):]) <= {PAD}
-        assert t.count(END) == 1 and task.words(t) == number_to_words(int(digits))
+        assert t.count(END) == 1 and task.decode(t) == number_to_words(int(digits))
         assert len(digits) == 1 or digits[0] != '0'
     a, b = task.batches(8, seed=4)(), task.batches(8, seed=4)()
     assert torch.equal(a.src, b.src) and a.tgt_in[:, 0].eq(START).all()
     assert task.to_dict() == {'name': 'number_words', 'max_digits': 6}
     assert torch.equal(task.encode(' 1204 '), torch.tensor([[4, 5, 3, 7]]))
-    assert task.words([3 + WORDS.index('forty'), 3 + WORDS.index('two'), END, 3]) == 'forty two'
+    assert task.decode([3 + WORDS.index('forty'), 3 + WORDS.index('two'), END, 3]) == 'forty two'
 
 
 @pytest.mark.parametrize('text, message', [('12a4', "'12a4' holds characters other than the digits 0-9: 'a'"),

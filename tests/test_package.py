@@ -27,6 +27,23 @@ def test_import_is_light():
     assert out == "[]", f"importing transformer_tutorial loaded {out}"
 
 
+def test_package_face():
+    "The top-level names are the modules' own objects, loaded on first use: the bare import loads no torch, none loads a plotting library."
+    code = ("import sys, importlib, transformer_tutorial as t\n"
+            "assert 'torch' not in sys.modules, 'import transformer_tutorial loaded torch'\n"
+            "from transformer_tutorial import Transformer, greedy_decode, beam_search, save_pretrained, from_pretrained, CopyTask, NumberWords\n"
+            "for name, module in t._WHERE.items():\n"
+            "    m = importlib.import_module('transformer_tutorial.' + module)\n"
+            "    assert getattr(t, name) is getattr(m, name) and name in m.__all__, name\n"
+            "assert sorted(t.__all__) == sorted(t._WHERE) and set(t.__all__) <= set(dir(t))\n"
+            "try: t.Transformr\n"
+            "except AttributeError as e: assert str(e) == \"module 'transformer_tutorial' has no attribute 'Transformr'\"\n"
+            "else: raise AssertionError('no AttributeError')\n"
+            "print([m for m in ('matplotlib', 'ipywidgets', 'IPython', 'pandas') if m in sys.modules])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
 def test_every_notebook_has_its_own_default_exp():
     exps = {}
     for nb in NBS:

@@ -9,11 +9,12 @@ __all__ = ['HELDOUT_SEED', 'CopyTask', 'evaluate', 'TrainingInterrupted', 'as_ta
 # %% ../nbs/11_copy_task.ipynb #5617f059
 import math
 from dataclasses import dataclass
+from typing import List, Optional, Tuple
 import torch
 from .attention import _check_positive_int
 from .masks import padding_mask
 from .model import Transformer
-from .training import PAD, START, END, make_batch, make_optimizer, train, select_device, record_attention
+from .training import PAD, START, END, Task, make_optimizer, train, select_device, record_attention
 from .decoding import greedy_decode, beam_search
 from .model_files import save_checkpoint
 
@@ -21,7 +22,7 @@ from .model_files import save_checkpoint
 HELDOUT_SEED = 987654321   # the held-out set's generator seed; training uses small seeds
 
 @dataclass
-class CopyTask:
+class CopyTask(Task):
     "Random sequences of data tokens to copy (or reverse); lengths drawn uniformly from [min_len, max_len]."
     vocab_size: int = 13
     min_len: int = 1
@@ -32,11 +33,14 @@ class CopyTask:
         if self.vocab_size < 4: raise ValueError(f"vocab_size must be at least 4 (3 special tokens + data), got {self.vocab_size}")
         if not 1 <= self.min_len <= self.max_len:
             raise ValueError(f"need 1 <= min_len <= max_len, got min_len={self.min_len}, max_len={self.max_len}")
-        # what every task tells the training loop: vocabularies, and the longest source and target (END included)
+        # what every task tells the training loop (`Task`): vocabularies, and the longest source and target (END included)
         self.src_vocab_size = self.tgt_vocab_size = self.vocab_size
         self.max_src_len, self.max_tgt_len = self.max_len, self.max_len + 1
 
-    def sample(self, batch_size, generator=None):
+    @property
+    def name(self) -> str: return 'reverse' if self.reverse else 'copy'
+
+    def sample(self, batch_size: int, generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         "Padded source (B, max_len) and target (B, max_len + 1) ending with END."
         data = torch.randint(3, self.vocab_size, (batch_size, self.max_len), generator=generator)
         lengths = torch.randint(self.min_len, self.max_len + 1, (batch_size,), generator=generator)
@@ -51,20 +55,37 @@ class CopyTask:
         tgt[torch.arange(batch_size), lengths] = END
         return src, tgt
 
-    def heldout_sample(self, batch_size, generator=None):
-        "Held-out pairs: the same distribution as `sample`, told apart by the generator's seed (`HELDOUT_SEED`)."
-        return self.sample(batch_size, generator)
-
-    def to_dict(self):
+    def to_dict(self) -> dict:
         "What a model folder records about the task (its config.json's 'task')."
         return {'name': 'copy', 'vocab_size': self.vocab_size, 'min_len': self.min_len, 'max_len': self.max_len, 'reverse': self.reverse}
 
-    def batches(self, batch_size, seed=0):
-        "A `next_batch()` function yielding training `Batch`es from its own seeded generator (at `next_batch.generator`)."
-        g = torch.Generator().manual_seed(seed)
-        def next_batch(): return make_batch(*self.sample(batch_size, g), PAD, START)
-        next_batch.generator = g  # saved in checkpoints for an exact resume
-        return next_batch
+    def encode(self, text: str) -> torch.Tensor:
+        "Source ids (1, n) of data token ids typed with spaces or commas, e.g. '3 5 12'; a `ValueError` naming a bad token and the allowed range."
+        data = f"data tokens are 3..{self.vocab_size - 1}"
+        ids = []
+        for word in text.replace(',', ' ').split():
+            try: t = int(word)
+            except ValueError: raise ValueError(f"token {word!r} is not an integer; {data}") from None
+            if t in (PAD, START, END): raise ValueError(f"token {t} is a special token ({PAD} pad, {START} start, {END} end); {data}")
+            if not 3 <= t < self.vocab_size: raise ValueError(f"token {t} is outside the vocabulary; {data}")
+            ids.append(t)
+        if not ids: raise ValueError('no tokens given; type data token ids separated by spaces, e.g. "3 5 7"')
+        if len(ids) > self.max_len: raise ValueError(f"{len(ids)} tokens given; this model was trained on at most {self.max_len}")
+        return torch.tensor([ids])
+
+    def decode(self, ids: List[int]) -> str:
+        "The data tokens of an output, up to the first END, as text: '3 5 12'."
+        ids = list(ids)
+        return ' '.join(str(t) for t in ids[:ids.index(END) if END in ids else len(ids)] if t != PAD)
+
+    def example(self) -> Tuple[torch.Tensor, List[str]]:
+        "A full-length source for pictures, data tokens 3, 4, ... wrapping around, and its labels."
+        x = torch.arange(self.max_len)[None] % (self.vocab_size - 3) + 3
+        return x, [str(t) for t in x[0].tolist()]
+
+    def output_len(self, src: torch.Tensor) -> int:
+        "A copy (or reverse) of n tokens is n tokens and END."
+        return src.size(1) + 1
 
 # %% ../nbs/11_copy_task.ipynb #b38a8256
 def evaluate(model, task, n=1000, seed=HELDOUT_SEED, batch_size=500, beam_size=1):
@@ -99,7 +120,7 @@ def _no_future_mask(next_batch):
     return wrapped
 
 def as_task(task):
-    "A task object from 'copy' or 'reverse'; a task object (a `CopyTask`, or one with its interface) as it is."
+    "A `CopyTask` from 'copy' or 'reverse'; a `Task` as it is."
     if not isinstance(task, str): return task
     if task not in ('copy', 'reverse'): raise ValueError(f"task must be 'copy' or 'reverse', got {task!r}")
     return CopyTask(reverse=task == 'reverse')
@@ -114,7 +135,7 @@ def task_model(task, seed=0, d_model=64, num_heads=4, num_layers=1, d_ff=128):
 def train_copy_task(task='copy', steps=None, device=None, seed=0, d_model=64, num_heads=4, num_layers=1, d_ff=128,
                     batch_size=128, lr=1e-2, warmup=100, schedule_steps=500, cooldown=0.4, lr_floor=0.05, label_smoothing=0.0,
                     eval_every=100, n_eval=1000, causal=True, progress=True, checkpoint=None, log=None):
-    "Train a Transformer on 'copy', 'reverse' or a task object (a `CopyTask`, or one with its interface such as `NumberWords`) until 100% held-out exact match or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into (see model files)."
+    "Train a Transformer on 'copy', 'reverse' or any `Task` (such as `NumberWords`) until 100% held-out exact match or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into (see model files)."
     task = as_task(task)
     steps = 1500 if steps is None else steps
     _check_positive_int('steps', steps)

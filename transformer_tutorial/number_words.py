@@ -7,8 +7,9 @@ __all__ = ['ONES', 'TENS', 'WORDS', 'DIGITS', 'number_to_words', 'NumberWords']
 
 # %% ../nbs/11c_number_words.ipynb #87e41976
 from dataclasses import dataclass
+from typing import List, Optional, Tuple
 import torch
-from .training import PAD, START, END, make_batch
+from .training import PAD, END, Task
 
 # %% ../nbs/11c_number_words.ipynb #755549a9
 ONES = ('zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen '
@@ -39,9 +40,10 @@ def _heldout(n):
 
 # %% ../nbs/11c_number_words.ipynb #245d5b05
 @dataclass
-class NumberWords:
+class NumberWords(Task):
     "Numbers below 10**max_digits, as digit tokens, to be written as English words (`number_to_words`); 1 in 10 numbers from 100 up is held out."
     max_digits: int = 6
+    name = 'number-words'
 
     def __post_init__(self):
         if isinstance(self.max_digits, bool) or not isinstance(self.max_digits, int) or not 1 <= self.max_digits <= 6:
@@ -70,26 +72,24 @@ class NumberWords:
             src[i, :len(digits)], tgt[i, :len(words)] = torch.tensor(digits), torch.tensor(words)
         return src, tgt
 
-    def sample(self, batch_size, generator=None):
+    def sample(self, batch_size: int, generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         "A training pair (src, tgt) of `batch_size` numbers, none of them held out."
         return self.encode_numbers(self._numbers(batch_size, generator, heldout=False))
 
-    def heldout_sample(self, batch_size, generator=None):
+    def heldout_sample(self, batch_size: int, generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         "A pair (src, tgt) of `batch_size` held-out numbers, never seen in training."
         return self.encode_numbers(self._numbers(batch_size, generator, heldout=True))
 
-    def batches(self, batch_size, seed=0):
-        "A `next_batch()` function yielding training `Batch`es from its own seeded generator (at `next_batch.generator`)."
-        g = torch.Generator().manual_seed(seed)
-        def next_batch(): return make_batch(*self.sample(batch_size, g), PAD, START)
-        next_batch.generator = g
-        return next_batch
-
-    def to_dict(self):
+    def to_dict(self) -> dict:
         "What a model folder records about the task (its config.json's 'task')."
         return {'name': 'number_words', 'max_digits': self.max_digits}
 
-    def encode(self, text):
+    def example(self) -> Tuple[torch.Tensor, List[str]]:
+        "The number 123456 (as many digits as the task has) for pictures, and its digits as labels."
+        text = '123456'[:self.max_digits]
+        return self.encode(text), list(text)
+
+    def encode(self, text: str) -> torch.Tensor:
         "Source ids (1, digits) of a number typed as text, e.g. '1234'; a clear error for anything else."
         text = text.strip()
         bad = sorted(set(text) - set(DIGITS))
@@ -99,7 +99,7 @@ class NumberWords:
         if len(text) > 1 and text[0] == '0': raise ValueError(f"{text!r} starts with 0: write the number without leading zeros")
         return torch.tensor([[3 + DIGITS.index(c) for c in text]])
 
-    def words(self, ids):
+    def decode(self, ids: List[int]) -> str:
         "The words of output ids (a sequence of ints), up to the first END; pads are skipped, other special tokens shown as <?>."
         out = []
         for t in ids:
