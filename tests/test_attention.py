@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from transformer_tutorial.attention import scaled_dot_product_attention, _check_mask
+from transformer_tutorial.attention import scaled_dot_product_attention
+from transformer_tutorial.validation import _check_mask
 
 
 def random_mask(*shape, g=None):

@@ -44,6 +44,39 @@ def test_package_face():
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
+MODEL_MODULES = ["attention", "masks", "multi_head", "feed_forward", "layer_norm", "positional", "embeddings", "layers", "model"]
+DRAWING = ("matplotlib", "ipywidgets", "altair", "IPython", "transformer_tutorial.utils")
+
+
+def package_imports():
+    "{module: the package modules and outside libraries it imports, at the top or inside a function} of transformer_tutorial."
+    import ast
+    found = {}
+    for path in (ROOT / "transformer_tutorial").glob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import): names |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = ("transformer_tutorial." if node.level else "") + (node.module or "")
+                names |= {base} | ({f"transformer_tutorial.{a.name}" for a in node.names} if node.level and not node.module else set())
+        found[path.stem] = {n.replace("transformer_tutorial.", "", 1) if n.startswith("transformer_tutorial.") else n for n in names}
+    return found
+
+
+def test_no_import_circle_and_no_drawing_in_the_model():
+    "The package's modules import each other without a circle, and no module of the model (attention through model) imports a drawing library or helper."
+    imports = package_imports()
+    graph = {m: {n for n in names if n in imports and n != m} for m, names in imports.items()}
+    def circle_from(start, path):
+        for nxt in graph[path[-1]]:
+            if nxt == start: return path + [nxt]
+            if nxt not in path and (c := circle_from(start, path + [nxt])): return c
+    circles = [c for m in graph if (c := circle_from(m, [m]))]
+    assert not circles, f"import circles: {circles}"
+    drawing = {m: sorted(n for n in imports[m] if n.split(".")[0] in DRAWING or n == "utils") for m in MODEL_MODULES}
+    assert not any(drawing.values()), f"model modules importing drawing code: {drawing}"
+
+
 def test_every_notebook_has_its_own_default_exp():
     exps = {}
     for nb in NBS:

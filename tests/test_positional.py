@@ -76,7 +76,7 @@ def test_wrong_width_raises():
 def test_plot_legend_beside_the_curves():
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
-    from transformer_tutorial.positional import plot_positional_encoding
+    from transformer_tutorial.utils import plot_positional_encoding
     fig = plot_positional_encoding(64, 100, dims=tuple(range(0, 64, 4)))  # 16 curves: a long legend
     try:
         fig.canvas.draw()
@@ -90,7 +90,7 @@ def test_plot_legend_beside_the_curves():
 def test_explorer_redraws_on_release_only():
     widgets = pytest.importorskip("ipywidgets")
     import matplotlib.pyplot as plt
-    from transformer_tutorial.positional import positional_encoding_explorer
+    from transformer_tutorial.utils import positional_encoding_explorer
     w = positional_encoding_explorer()  # draws once
     plt.close('all')
     controls = [c for c in w.children if isinstance(c, (widgets.IntSlider, widgets.Text))]

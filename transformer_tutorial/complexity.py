@@ -10,7 +10,7 @@ import math
 from collections import deque
 import torch
 from torch.utils import benchmark
-from .attention import _check_positive_int
+from .validation import _check_positive_int
 
 # %% ../nbs/03a_complexity.ipynb #b6673ae0
 def _reads(kind, layer, i, n, k):

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 import torch
-from .attention import _check_positive_int
+from .validation import _check_positive_int
 from .masks import padding_mask
 from .model import Transformer
 from .training import PAD, START, END, Task, make_optimizer, train, select_device, record_attention

@@ -15,7 +15,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from .attention import _check_positive_int
+from .validation import _check_positive_int
 from .training import PAD, Batch, make_optimizer, select_device, _autocast
 from .copy_task import CopyTask, evaluate, TrainingInterrupted, as_task, task_model
 from .model_files import save_checkpoint, load_checkpoint, resume_training_state

@@ -9,7 +9,7 @@ __all__ = ['KVCache', 'decode_step', 'greedy_decode', 'seconds_per_token', 'leng
 import math, time
 import torch
 import torch.nn.functional as F
-from .attention import _check_positive_int
+from .validation import _check_positive_int
 from .masks import padding_mask, causal_mask
 from .multi_head import split_heads, merge_heads
 from .training import PAD, START, END

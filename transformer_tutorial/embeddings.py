@@ -9,7 +9,7 @@ __all__ = ['check_token_ids', 'Embeddings']
 import math
 import torch
 from torch import nn
-from .attention import _check_positive_int
+from .validation import _check_positive_int
 
 # %% ../nbs/07_embeddings.ipynb #1cc6a3ad
 def check_token_ids(tokens, vocab_size):

@@ -8,7 +8,7 @@ __all__ = ['PositionwiseFeedForward']
 # %% ../nbs/04_feed_forward.ipynb #9f51e4ff
 import torch
 from torch import nn
-from .attention import _check_width
+from .validation import _check_width
 
 # %% ../nbs/04_feed_forward.ipynb #86f7e139
 class PositionwiseFeedForward(nn.Module):

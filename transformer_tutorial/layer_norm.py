@@ -8,7 +8,7 @@ __all__ = ['LayerNorm', 'SublayerConnection']
 # %% ../nbs/05_layer_norm.ipynb #190e701c
 import torch
 from torch import nn
-from .attention import _check_width
+from .validation import _check_width
 
 # %% ../nbs/05_layer_norm.ipynb #4c6461ce
 class LayerNorm(nn.Module):

@@ -7,7 +7,7 @@ __all__ = ['padding_mask', 'causal_mask', 'target_mask']
 
 # %% ../nbs/02_masks.ipynb #47c9f011
 import torch
-from .attention import _check_positive_int
+from .validation import _check_positive_int
 
 # %% ../nbs/02_masks.ipynb #f4d6e1a6
 def padding_mask(tokens, pad_id):

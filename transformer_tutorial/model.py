@@ -9,7 +9,7 @@ __all__ = ['TransformerConfig', 'Transformer', 'copy_stack_to_torch', 'parameter
 import torch
 from torch import nn
 from dataclasses import dataclass, asdict, fields
-from .attention import _check_mask
+from .validation import _check_mask
 from .embeddings import Embeddings
 from .positional import PositionalEncoding
 from .layers import (Encoder, Decoder, copy_encoder_layer_to_torch, copy_decoder_layer_to_torch,

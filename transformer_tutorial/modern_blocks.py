@@ -10,7 +10,7 @@ import math
 import torch
 from torch import nn
 import torch.nn.functional as F
-from .attention import _check_positive_int, _check_width
+from .validation import _check_positive_int, _check_width
 
 # %% ../nbs/09a_modern_blocks.ipynb #6753489f
 class RMSNorm(nn.Module):

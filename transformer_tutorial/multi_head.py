@@ -9,7 +9,8 @@ __all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'copy_mha_to_torc
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .attention import scaled_dot_product_attention, _check_mask, _check_positive_int
+from .attention import scaled_dot_product_attention
+from .validation import _check_mask, _check_positive_int
 
 # %% ../nbs/03_multi_head_attention.ipynb #6f071324
 def _check_heads(d_model, num_heads):

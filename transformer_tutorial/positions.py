@@ -11,7 +11,8 @@ __all__ = ['SCHEMES', 'LearnedPositionalEmbedding', 'relative_positions', 'ShawR
 import math
 import torch
 from torch import nn
-from .attention import _check_positive_int, _check_broadcast, _check_attention_inputs, _masked_softmax
+from .attention import _check_attention_inputs, _masked_softmax
+from .validation import _check_positive_int, _check_broadcast
 from .multi_head import MultiHeadAttention, split_heads, merge_heads, _check_inputs
 from .embeddings import Embeddings
 from .positional import PositionalEncoding
