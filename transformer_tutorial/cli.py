@@ -20,7 +20,7 @@ TASKS = {  # the registry: --task name -> a function making the task, and what i
 }
 
 def task_from_config(task: Optional[dict]) -> Task:
-    "The `Task` a model folder's config.json records (`Task.to_dict`), found through `TASKS`; version 0.1 recorded the copy task's arguments, or nothing."
+    "The `Task` a model folder's config.json records (what the task's to_dict wrote), found through `TASKS`; version 0.1 recorded the copy task's arguments, or nothing."
     if not task: return CopyTask()
     if 'name' not in task: return CopyTask.from_dict(task)
     for make, _ in TASKS.values():
@@ -208,5 +208,6 @@ def main(argv=None):
 
 if __name__ == '__main__' and os.path.basename(sys.argv[0]) == 'cli.py':  # python -m transformer_tutorial.cli (as torchrun runs it),
     code = main()                                                       # not this cell in a notebook
+    if code: sys.exit(code)
     sys.stdout.flush(); sys.stderr.flush()
-    os._exit(code)  # no interpreter teardown: freeing gloo's threads there can abort a finished torchrun job (SIGABRT)
+    os._exit(0)  # no interpreter teardown: freeing gloo's threads there can abort a finished torchrun job (SIGABRT)
