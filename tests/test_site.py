@@ -41,7 +41,7 @@ DOCSTRINGS = {
 }
 # nbgrader's markers: no page may show them, except the teacher's page, whose subject they are.
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
-MARKER_NOTEBOOKS_ALLOWED = ["15_assignments.ipynb"]
+MARKER_NOTEBOOKS_ALLOWED = ["15_assignments.ipynb", "92_api.ipynb"]  # the teacher's page, and the API page quoting its module
 SOLUTION_SUMMARY = "Show a solution"   # tools/site_procs.py folds each exercise's solution behind this toggle
 # External images a page may show that the test cannot fetch: answered with a stand-in of the same size.
 STAND_INS = {"https://colab.research.google.com/assets/colab-badge.svg":
