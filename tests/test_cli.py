@@ -219,3 +219,14 @@ def test_a_new_task_is_one_class_and_one_registry_line(monkeypatch, tmp_path, ca
     monkeypatch.delitem(cli.TASKS, 'sort')
     assert main(['decode', '--checkpoint', str(out), '3 4']) == 2
     assert "a task named 'sort', which this version does not know; it knows copy, number_words" in capsys.readouterr().err
+
+
+def test_task_from_config():
+    "A folder's task comes back through the registry, version 0.1's unnamed copy task too; a task that does not fit is one clear error."
+    from transformer_tutorial.cli import task_from_config
+    from transformer_tutorial.number_words import NumberWords
+    assert task_from_config({'name': 'copy', 'vocab_size': 9, 'min_len': 2, 'max_len': 5, 'reverse': True}) == CopyTask(9, 2, 5, True)
+    assert task_from_config({'name': 'number_words', 'max_digits': 3}) == NumberWords(3)
+    assert task_from_config({'vocab_size': 13, 'max_len': 10}) == task_from_config(None) == CopyTask()
+    with pytest.raises(ValueError, match=r"config.json's task .* does not fit CopyTask: .*'colour'"):
+        task_from_config({'name': 'copy', 'colour': 3})

@@ -23,13 +23,13 @@ def task_from_config(task: Optional[dict]) -> Task:
     "The `Task` a model folder's config.json records (what the task's to_dict wrote), found through `TASKS`; version 0.1 recorded the copy task's arguments, or nothing."
     if not task: return CopyTask()
     if 'name' not in task: return CopyTask.from_dict(task)
-    for make, _ in TASKS.values():
-        kind = type(make())
-        if make().to_dict()['name'] != task['name']: continue
-        try: return kind.from_dict(task)
-        except TypeError as e: raise ValueError(f"config.json's task {task} does not fit {kind.__name__}: {e}") from None
-    known = sorted({make().to_dict()['name'] for make, _ in TASKS.values()})
-    raise ValueError(f"config.json records a task named {task['name']!r}, which this version does not know; it knows {', '.join(known)}")
+    registered = [make() for make, _ in TASKS.values()]
+    kind = next((type(t) for t in registered if t.to_dict()['name'] == task['name']), None)
+    if kind is None:
+        known = sorted({t.to_dict()['name'] for t in registered})
+        raise ValueError(f"config.json records a task named {task['name']!r}, which this version does not know; it knows {', '.join(known)}")
+    try: return kind.from_dict(task)
+    except TypeError as e: raise ValueError(f"config.json's task {task} does not fit {kind.__name__}: {e}") from None
 
 def _make_task(name: str):
     "The task and model options registered as `name`; a `UsageError` listing the tasks there are."
