@@ -1,12 +1,12 @@
 """Wall time to 100% exact match on 1000 held-out copy-task sequences, and peak memory.
 
 Usage: python benchmarks/copy_task.py [--seeds 0 1 2] [--task copy|reverse] [--device cpu]
-Each seed trains with `train_copy_task` (the CLI's and the notebook's defaults) until 100% held-out exact
+Each seed trains with `train_task` (the CLI's and the notebook's defaults) until 100% held-out exact
 match or the step budget; the wall time includes model construction and every evaluation.
 """
 import argparse, resource, statistics, sys, time
 import torch
-from transformer_tutorial.copy_task import train_copy_task
+from transformer_tutorial.copy_task import train_task
 
 
 def main():
@@ -20,7 +20,7 @@ def main():
     walls, results = [], []
     for seed in a.seeds:
         t = time.perf_counter()
-        model, hist, m = train_copy_task(a.task, steps=a.steps, device=a.device, seed=seed, progress=False)
+        model, hist, m = train_task(a.task, steps=a.steps, device=a.device, seed=seed, progress=False)
         wall = time.perf_counter() - t
         walls.append(wall); results.append(m)
         print(f"seed {seed}: exact match {m['exact_match']:.1%}, token accuracy {m['token_accuracy']:.2%} on {m['n']} held-out "

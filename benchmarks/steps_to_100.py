@@ -1,14 +1,14 @@
 """Steps to 100% held-out exact match for the copy and reverse tasks, over several seeds: the margin behind chapter 11's budget.
 
 Usage: python benchmarks/steps_to_100.py [--seeds 0 1 2 3 4] [--tasks copy reverse] [--steps 1000] [--eval-every 25]
-Each run is `train_copy_task` with the course's defaults except a finer evaluation grid (`--eval-every`), so the step
+Each run is `train_task` with the course's defaults except a finer evaluation grid (`--eval-every`), so the step
 at which the 1000 held-out sequences are first all right is measured to that resolution. Each row also gives
 `cross_attention_alignment`: the share of cross-attention weight within one position of the token to copy, and how
 often the largest weight is exactly on it. Prints a row per run, then a min / median / max table per task in Markdown.
 """
 import argparse, statistics, sys, time
 import torch
-from transformer_tutorial.copy_task import train_copy_task, cross_attention_alignment
+from transformer_tutorial.copy_task import train_task, cross_attention_alignment
 
 
 def main(argv=None):
@@ -24,7 +24,7 @@ def main(argv=None):
     for task in a.tasks:
         for seed in a.seeds:
             t = time.perf_counter()
-            model, hist, m = train_copy_task(task, steps=a.steps, device=a.device, seed=seed, eval_every=a.eval_every, progress=False)
+            model, hist, m = train_task(task, steps=a.steps, device=a.device, seed=seed, eval_every=a.eval_every, progress=False)
             wall = time.perf_counter() - t
             reached = m['exact_match'] == 1.0
             table.setdefault(task, []).append(m['steps'] if reached else None)

@@ -4,7 +4,7 @@ from transformer_tutorial.masks import causal_mask, padding_mask
 from transformer_tutorial.multi_head import MultiHeadAttention, split_heads
 from transformer_tutorial.positional import sinusoidal_positional_encoding, PositionalEncoding
 from transformer_tutorial.model import Transformer
-from transformer_tutorial.copy_task import train_copy_task
+from transformer_tutorial.copy_task import train_task
 from transformer_tutorial.decoding import greedy_decode
 
 tiny = lambda **kw: Transformer(13, 13, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.0, max_len=32, **kw)
@@ -21,7 +21,8 @@ CASES = [
     (lambda: Transformer(0, 5, d_model=8, num_heads=2, num_layers=1, d_ff=8), ValueError, 'vocab_size must be a positive integer, got 0'),
     (lambda: greedy_decode(tiny(), torch.tensor([[3, 4]]), -1), ValueError, 'max_len must be a positive integer, got -1'),
     (lambda: greedy_decode(tiny(), torch.tensor([[3, 4]]), 0), ValueError, 'got 0'),
-    (lambda: train_copy_task('copy', steps=0), ValueError, 'steps must be a positive integer, got 0'),
+    (lambda: train_task('copy', steps=0), ValueError, 'steps must be a positive integer, got 0'),
+    (lambda: train_task('copy', steps=10, eval_every=0), ValueError, 'eval_every must be a positive integer, got 0'),
 ]
 
 
@@ -35,11 +36,11 @@ def test_numpy_integers_are_accepted():
     assert causal_mask(np.int64(3)).shape == (1, 1, 3, 3)
 
 
-def test_train_copy_task_leaves_the_global_rng_alone():
+def test_train_task_leaves_the_global_rng_alone():
     "The course never changes a learner's global state behind their back."
     torch.manual_seed(123); expected = torch.rand(3)
     torch.manual_seed(123)
-    train_copy_task('copy', steps=2, eval_every=2, n_eval=10, progress=False, device='cpu')
+    train_task('copy', steps=2, eval_every=2, n_eval=10, progress=False, device='cpu')
     torch.testing.assert_close(torch.rand(3), expected)
 
 

@@ -149,15 +149,15 @@ def test_renamed_student_classes_pass(check, cls, capsys):
 # ---- the checks' own references are the package's, and failures are specific
 
 def test_functional_references_match_the_modules():
-    ref = checks._fill_(MultiHeadAttention(12, 3), seed=0)
-    q, kv, m = torch.randn(2, 4, 12), torch.randn(2, 6, 12), checks._row_mask(2, 1, 1, 6, seed=1)
-    torch.testing.assert_close(checks._mha(ref, q, kv, kv, m)[0], ref(q, kv, kv, m)[0], atol=1e-6, rtol=1e-5)
+    ref = checks.attention._fill_(MultiHeadAttention(12, 3), seed=0)
+    q, kv, m = torch.randn(2, 4, 12), torch.randn(2, 6, 12), checks.attention._row_mask(2, 1, 1, 6, seed=1)
+    torch.testing.assert_close(checks.attention._mha(ref, q, kv, kv, m)[0], ref(q, kv, kv, m)[0], atol=1e-6, rtol=1e-5)
     for Layer, args in ((EncoderLayer, ()), (DecoderLayer, (torch.randn(2, 7, 12),))):
-        layer = checks._fill_(Layer(12, 3, 20), seed=2).eval()
+        layer = checks.attention._fill_(Layer(12, 3, 20), seed=2).eval()
         x = torch.randn(2, 5, 12)
         kw = dict(memory=args[0]) if args else {}
         with torch.no_grad():
-            torch.testing.assert_close(checks._layer_ref(layer, x, **kw), layer(x, *args), atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(checks.layers._layer_ref(layer, x, **kw), layer(x, *args), atol=1e-6, rtol=1e-5)
 
 
 def test_exception_in_student_code_names_the_shapes():

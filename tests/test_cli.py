@@ -128,9 +128,9 @@ def test_make_assignments_refuses_to_overwrite(tmp_path, capsys):
 
 def test_ctrl_c_saves_progress(tmp_path, monkeypatch, capsys):
     "Ctrl-C during training: the progress is saved, the message says where, exit code 130."
-    import transformer_tutorial.data_parallel as dp  # the CLI trains through train_data_parallel
+    import transformer_tutorial.copy_task as loop  # the CLI trains through train_task, the one loop
     def interrupt(*a, **kw): raise KeyboardInterrupt  # Ctrl-C right after the first 20 steps
-    monkeypatch.setattr(dp, 'evaluate', interrupt)
+    monkeypatch.setattr(loop, 'evaluate', interrupt)
     out = tmp_path / 'run'
     assert main(['train', '--steps', '20', '--out', str(out), '--device', 'cpu']) == 130
     err = capsys.readouterr().err

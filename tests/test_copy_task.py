@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 import transformer_tutorial.copy_task as copy_task
-from transformer_tutorial.copy_task import PAD, START, END, CopyTask, evaluate, train_copy_task
+from transformer_tutorial.copy_task import PAD, START, END, CopyTask, evaluate, train_task
 from transformer_tutorial.decoding import greedy_decode
 
 
@@ -26,7 +26,7 @@ def test_samples():
 def test_task_errors():
     with pytest.raises(ValueError, match='min_len'): CopyTask(min_len=5, max_len=3)
     with pytest.raises(ValueError, match='vocab_size'): CopyTask(vocab_size=3)
-    with pytest.raises(ValueError, match="task must be 'copy' or 'reverse'"): train_copy_task('sort', steps=1)
+    with pytest.raises(ValueError, match="task must be 'copy' or 'reverse'"): train_task('sort', steps=1)
 
 
 def test_batches_are_seeded():
@@ -66,10 +66,32 @@ def test_evaluate_counts(monkeypatch):
     assert bad['exact_match'] == 0.0 and 0.5 < bad['token_accuracy'] < 1.0  # data right, END always wrong
 
 
-def test_train_copy_task_tiny_run_and_greedy():
-    model, hist, metrics = train_copy_task('copy', steps=60, eval_every=30, n_eval=200, progress=False, d_model=32, d_ff=64)
+def test_train_task_tiny_run_and_greedy():
+    model, hist, metrics = train_task('copy', steps=60, eval_every=30, n_eval=200, progress=False, d_model=32, d_ff=64)
     assert len(hist['loss']) == 60 and hist['eval_step'] == [30, 60] and metrics['steps'] == 60
     assert sum(hist['loss'][-10:]) < 0.5 * sum(hist['loss'][:10])
     assert 0.3 < metrics['token_accuracy'] <= 1.0
     out = greedy_decode(model, torch.tensor([[3, 4, 5]]), 4)
     assert out.shape[1] <= 4 and out[0, 0].item() == 3  # a 60-step model already gets the first token
+
+
+def test_one_loop_in_one_process_and_in_a_job():
+    "`train_task` alone and `train_data_parallel` (its data-parallel `parallel`) at world size 1 train alike; the old name warns."
+    from transformer_tutorial.data_parallel import train_data_parallel
+    kw = dict(steps=40, eval_every=20, n_eval=100, progress=False, d_model=32, d_ff=64, device='cpu')
+    _, one, m1 = train_task('reverse', **kw)
+    _, job, m2 = train_data_parallel('reverse', accumulate=2, **kw)  # one process, each batch in two micro-batches
+    assert one['eval_step'] == job['eval_step'] == [20, 40] and one['lr'] == job['lr']
+    assert one['loss'] == pytest.approx(job['loss'], rel=1e-4) and m1 == pytest.approx(m2, abs=0.02)
+    with pytest.warns(DeprecationWarning, match='train_copy_task is now called train_task'):
+        _, old, _ = copy_task.train_copy_task('reverse', **kw)
+    assert old['loss'] == one['loss']
+
+
+def test_resume_goes_on_exactly(tmp_path):
+    "A run saved at step 20 and resumed to 40 in one process ends where an uninterrupted 40-step run ends."
+    kw = dict(eval_every=20, n_eval=50, progress=False, d_model=32, d_ff=64, device="cpu", schedule_steps=20)  # one schedule for both
+    _, whole, _ = train_task('copy', steps=40, **kw)
+    train_task('copy', steps=20, checkpoint=tmp_path / 'run', **kw)
+    _, resumed, _ = train_task('copy', steps=40, resume=tmp_path / 'run', **kw)
+    assert resumed['loss'] == whole['loss'] and resumed['eval_step'] == whole['eval_step']

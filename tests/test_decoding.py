@@ -2,7 +2,7 @@
 import itertools
 import pytest
 import torch
-from transformer_tutorial.copy_task import CopyTask, train_copy_task, HELDOUT_SEED
+from transformer_tutorial.copy_task import CopyTask, train_task, HELDOUT_SEED
 from transformer_tutorial.decoding import KVCache, decode_step, greedy_decode, beam_search, length_penalty
 from transformer_tutorial.masks import padding_mask, causal_mask
 from transformer_tutorial.model import Transformer
@@ -25,9 +25,9 @@ def padded_batch(seed, B=8, L=9, vocab=13):
 @pytest.fixture(scope='module')
 def trained():
     "A copy model trained to 100%, a reverse model trained part of the way (it still makes mistakes), and a post-LN copy model."
-    copy, _, m = train_copy_task('copy', device='cpu', progress=False)
+    copy, _, m = train_task('copy', device='cpu', progress=False)
     assert m['exact_match'] == 1.0
-    rev, _, _ = train_copy_task('reverse', steps=150, eval_every=150, n_eval=100, device='cpu', progress=False)
+    rev, _, _ = train_task('reverse', steps=150, eval_every=150, n_eval=100, device='cpu', progress=False)
     torch.manual_seed(0)
     post = Transformer(13, 13, d_model=64, num_heads=4, num_layers=2, d_ff=128, dropout=0.0, max_len=64, norm_first=False)
     opt, sched = make_optimizer(post, 3e-3, 50)

@@ -78,12 +78,13 @@ def run_training(device=None, steps=3):
     if device is not None: model = moved(model, device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)  # not AdamW, which turns the key biases' rounding noise
     sched = torch.optim.lr_scheduler.LambdaLR(opt, training.warmup_inverse_sqrt(2))  # (their true gradient is 0) into steps
-    history = train(model, TASK.batches(16, seed=3), steps, opt, sched, PAD, label_smoothing=0.1, progress=False)
+    history = train(model, TASK.batches(16, seed=3), steps, opt, sched, PAD, label_smoothing=0.1, progress=False,
+                    step=training.train_step)  # looked up now, so a mutation of it counts
     return history, {k: v.cpu() for k, v in model.state_dict().items()}
 
 
 def test_training_loop_on_another_device():
-    "The training loop moves each batch to the model's device: the same losses, learning rates and weights as on the CPU."
+    "The training step moves each batch to the model's device: the same losses, learning rates and weights as on the CPU."
     expected = run_training()
     with elsewhere() as device: history, weights = run_training(device)
     assert history['lr'] == expected[0]['lr'] and history['accuracy'] == expected[0]['accuracy']
@@ -97,7 +98,7 @@ def run_step(device=None, accumulate=2):
     if device is not None: model = moved(model, device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     micro = sharded_batches(TASK, 32, DistEnv(), seed=4, accumulate=accumulate)()
-    result = data_parallel_step(model, [b.to(device or 'cpu') for b in micro], opt, PAD, label_smoothing=0.1)
+    result = data_parallel_step(model, micro, opt, PAD, label_smoothing=0.1)  # CPU batches: the step moves them
     return result, {k: v.cpu() for k, v in model.state_dict().items()}
 
 
@@ -121,7 +122,9 @@ MUTATIONS = [
     (decoding.beam_search, 'torch.arange(B, device=device)[:, None]', 'torch.arange(B)[:, None]', test_decoding_on_another_device),
     (decoding.KVCache.__init__, 'memory.new_zeros(', 'torch.zeros(', test_decoding_on_another_device),
     (training.record_attention, 'output[1].detach().cpu()', 'output[1].detach()', test_evaluate_and_record_attention_on_another_device),
-    (training.train, 'b = next_batch().to(device)', 'b = next_batch()', test_training_loop_on_another_device),
+    (training.train_step, 'b = batch.to(next(model.parameters()).device)', 'b = batch', test_training_loop_on_another_device),
+    (data_parallel.data_parallel_step, 'micro_batches = [b.to(device) for b in micro_batches]', 'micro_batches = list(micro_batches)',
+     test_data_parallel_step_on_another_device),
     (data_parallel.data_parallel_step, 'torch.zeros((), device=real.device), torch.zeros((), device=real.device)',
      'torch.zeros(()), torch.zeros(())', test_data_parallel_step_on_another_device),
 ]

@@ -3,7 +3,7 @@ import re
 import pytest
 import torch
 from transformer_tutorial.number_words import NumberWords, number_to_words, _heldout, ONES, TENS, WORDS, DIGITS
-from transformer_tutorial.copy_task import train_copy_task, evaluate
+from transformer_tutorial.copy_task import train_task, evaluate
 from transformer_tutorial.training import PAD, START, END
 
 UNITS = {w: i for i, w in enumerate(ONES)} | {w: 10 * (i + 2) for i, w in enumerate(TENS)}
@@ -94,7 +94,7 @@ def test_max_digits_errors(d):
 
 def test_a_short_run_learns_three_digit_numbers():
     task = NumberWords(3)
-    before = evaluate(train_copy_task(task, steps=1, eval_every=1, n_eval=50, progress=False, num_layers=2)[0], task, n=300)
-    model, hist, m = train_copy_task(task, steps=300, eval_every=300, n_eval=300, progress=False, num_layers=2)
+    before = evaluate(train_task(task, steps=1, eval_every=1, n_eval=50, progress=False, num_layers=2)[0], task, n=300)
+    model, hist, m = train_task(task, steps=300, eval_every=300, n_eval=300, progress=False, num_layers=2)
     assert sum(hist['loss'][-10:]) < 0.2 * sum(hist['loss'][:10])
     assert before['exact_match'] < 0.05 and m['exact_match'] > 0.5, (before, m)

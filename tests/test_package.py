@@ -16,9 +16,17 @@ def src(cell):
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
+def modules():
+    "{dotted name below the package ('model', 'checks', 'checks.core'): file} of every module but the package's own __init__."
+    pkg = ROOT / "transformer_tutorial"
+    names = {".".join(p.relative_to(pkg).with_suffix("").parts).removesuffix(".__init__"): p for p in pkg.rglob("*.py")}
+    return {n: p for n, p in names.items() if n != "__init__"}
+
+
 def test_import_is_light():
     "Importing the package and every module loads torch but no plotting or widget library."
-    mods = sorted(p.stem for p in (ROOT / "transformer_tutorial").glob("*.py") if not p.stem.startswith("_"))
+    mods = sorted(n for n in modules() if not n.split(".")[-1].startswith("_"))
+    assert "checks.layers" in mods
     code = ("import sys, importlib\n"
             f"for m in {mods!r}: importlib.import_module('transformer_tutorial.' + m)\n"
             "heavy = [m for m in ('matplotlib', 'ipywidgets', 'IPython', 'pandas') if m in sys.modules]\n"
@@ -52,14 +60,15 @@ def package_imports():
     "{module: the package modules and outside libraries it imports, at the top or inside a function} of transformer_tutorial."
     import ast
     found = {}
-    for path in (ROOT / "transformer_tutorial").glob("*.py"):
+    for name, path in modules().items():
+        package = ["transformer_tutorial"] + name.split(".")[:None if path.stem == "__init__" else -1]  # where `.` points
         names = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import): names |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom):
-                base = ("transformer_tutorial." if node.level else "") + (node.module or "")
-                names |= {base} | ({f"transformer_tutorial.{a.name}" for a in node.names} if node.level and not node.module else set())
-        found[path.stem] = {n.replace("transformer_tutorial.", "", 1) if n.startswith("transformer_tutorial.") else n for n in names}
+                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) if node.level else node.module
+                names |= {base} | ({f"{base}.{a.name}" for a in node.names} if node.level and not node.module else set())
+        found[name] = {n.replace("transformer_tutorial.", "", 1) if n.startswith("transformer_tutorial.") else n for n in names}
     return found
 
 

@@ -37,7 +37,8 @@ EXPECTED_EXPLORER_NOTEBOOKS = ["06_positional_encoding.ipynb", "02_masks.ipynb",
 DOCSTRINGS = {
     "03_multi_head_attention.ipynb": ["transformer_tutorial.multi_head:split_heads", "transformer_tutorial.multi_head:merge_heads",
                                       "transformer_tutorial.multi_head:to_torch_attn_mask"],
-    "13_checks.ipynb": ["transformer_tutorial.checks:check_split_heads", "transformer_tutorial.checks:check_merge_heads"],
+    "13a_attention_checks.ipynb": ["transformer_tutorial.checks.attention:check_split_heads",
+                                   "transformer_tutorial.checks.attention:check_merge_heads"],
 }
 # nbgrader's markers: no page may show them, except the teacher's page, whose subject they are.
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")

@@ -6,6 +6,7 @@
 __all__ = ['BEGIN', 'END', 'STUB_MESSAGE', 'strip_solutions', 'exercise_folder', 'make_assignments', 'grade_notebook']
 
 # %% ../nbs/15_assignments.ipynb #77dbac2f
+from typing import List, Optional, Union
 import json, re
 from pathlib import Path
 from .utils import atomic_write
@@ -14,7 +15,7 @@ from .utils import atomic_write
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB_MESSAGE = "write your solution here (replace this line), then run the check below"
 
-def strip_solutions(source, message=STUB_MESSAGE):
+def strip_solutions(source: str, message: str = STUB_MESSAGE) -> str:
     "Replace each `### BEGIN SOLUTION` ... `### END SOLUTION` block of `source` by an indented `raise NotImplementedError`."
     out, inside = [], False
     for line in source.splitlines(keepends=True):
@@ -35,7 +36,7 @@ def _lines(text):
     "Source text as the list of lines that .ipynb files store."
     return text.splitlines(keepends=True)
 
-def exercise_folder():
+def exercise_folder() -> Path:
     "The folder of exercise (solution) notebooks: shipped inside the installed package, or `nbs/exercises` beside an editable install."
     import transformer_tutorial
     pkg = Path(transformer_tutorial.__file__).resolve().parent  # works in a notebook too, where __file__ is not this module's
@@ -79,7 +80,8 @@ def _backup_name(path):
     while cand.exists(): n += 1; cand = path.with_name(f"{path.name}.bak{n}")
     return cand
 
-def make_assignments(out_dir, source=None, badge_url=None, site_url=None, force=False):
+def make_assignments(out_dir: Union[str, Path], source: Optional[Union[str, Path]] = None, badge_url: Optional[str] = None,
+                     site_url: Optional[str] = None, force: bool = False) -> List[Path]:
     "Write student versions (solutions replaced by `raise NotImplementedError`, outputs cleared) of the notebooks in `source` to `out_dir`; returns their paths."
     source = exercise_folder() if source is None else Path(source)
     out_dir = Path(out_dir)
@@ -113,7 +115,7 @@ def _check_cells(nb):
         elif not meta and _CHECK_CALL.search(cell.source):
             yield i, f"{_CHECK_CALL.search(cell.source).group(0)[:-1]}-cell{i}", 1.0
 
-def grade_notebook(path, timeout=600, kernel_name="python3"):
+def grade_notebook(path: Union[str, Path], timeout: int = 600, kernel_name: str = "python3") -> dict:
     "Execute the notebook at `path` in a fresh kernel and report which check cells passed, and the score."
     import nbformat
     from nbclient import NotebookClient

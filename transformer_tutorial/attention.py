@@ -6,6 +6,7 @@
 __all__ = ['scaled_dot_product_attention']
 
 # %% ../nbs/01_attention.ipynb #da726bbb
+from typing import Optional, Tuple
 import math
 import torch
 from .validation import _check_mask
@@ -29,7 +30,8 @@ def _masked_softmax(scores, mask=None):
     # Masked weights become exactly 0; a fully masked query row attends to nothing and outputs zeros.
     return weights.masked_fill(~mask, 0.0)
 
-def scaled_dot_product_attention(query, key, value, mask=None, dropout=None):
+def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None,
+                                 dropout: Optional[torch.nn.Dropout] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "softmax(Q Kᵀ / √d_k) V over any leading dims; `mask` is boolean, True = may attend."
     _check_attention_inputs(query, key, value)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (..., Lq, Lk)

@@ -7,13 +7,13 @@ __all__ = ['TASKS', 'task_from_config', 'UsageError', 'main']
 
 # %% ../nbs/12_cli.ipynb #5937a364
 import argparse, json, os, sys
-from typing import Optional
+from typing import List, Optional
 from .training import Task
 from .copy_task import CopyTask
 from .number_words import NumberWords
 
 # %% ../nbs/12_cli.ipynb #7f0dff87
-TASKS = {  # the registry: --task name -> a function making the task, and what its model needs beyond train_copy_task's defaults
+TASKS = {  # the registry: --task name -> a function making the task, and what its model needs beyond train_task's defaults
     'copy': (lambda: CopyTask(), {}),
     'reverse': (lambda: CopyTask(reverse=True), {}),
     'number-words': (lambda: NumberWords(), {'num_layers': 2}),
@@ -183,7 +183,7 @@ def _make_assignments(args):
     print(f"wrote {len(paths)} student notebooks to {args.out_dir}: {', '.join(p.name for p in paths)}")
     return 0
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
     "Entry point of the `transformer-tutorial` console script; returns the exit code."
     from transformer_tutorial.copy_task import TrainingInterrupted
     from transformer_tutorial.data_parallel import torchrun_env

@@ -6,6 +6,7 @@
 __all__ = ['max_path_length', 'time_ms', 'saved_bytes']
 
 # %% ../nbs/03a_complexity.ipynb #7c63ecb1
+from typing import Callable, Sequence
 import math
 from collections import deque
 import torch
@@ -20,7 +21,7 @@ def _reads(kind, layer, i, n, k):
     step = k ** (layer - 1) if kind == 'dilated' else 1      # the gap between the kernel's taps
     return [(layer - 1, j) for j in (i - step * t for t in range(k)) if j >= 0]  # causal: this position and earlier
 
-def max_path_length(kind, n, k=3):
+def max_path_length(kind: str, n: int, k: int = 3) -> int:
     "Steps from the first input to the last output position, in the fewest layers of `kind` that connect the two."
     if kind not in ('attention', 'recurrent', 'convolution', 'dilated'):
         raise ValueError(f"kind must be 'attention', 'recurrent', 'convolution' or 'dilated', got {kind!r}")
@@ -39,12 +40,12 @@ def max_path_length(kind, n, k=3):
 
 
 # %% ../nbs/03a_complexity.ipynb #dd5c6e31
-def time_ms(fn, *inputs, min_run_time=0.2):
+def time_ms(fn: Callable, *inputs: torch.Tensor, min_run_time: float = 0.2) -> float:
     "Median wall time of `fn(*inputs)` in milliseconds, measured by `torch.utils.benchmark`."
     timer = benchmark.Timer(stmt='fn(*inputs)', globals={'fn': fn, 'inputs': inputs})
     return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
 
-def saved_bytes(fn, *inputs, exclude=()):
+def saved_bytes(fn: Callable, *inputs: torch.Tensor, exclude: Sequence[torch.Tensor] = ()) -> int:
     "Bytes of the tensors autograd saves for the backward pass of `fn(*inputs)`, each storage counted once, except `exclude`'s."
     skip = {(t.device, t.untyped_storage().data_ptr()) for t in exclude}
     storages = {}

@@ -4,21 +4,21 @@
 
 # %% auto #0
 __all__ = ['TORCHRUN_VARS', 'DistEnv', 'torchrun_env', 'run_torchrun', 'rank_device', 'init_distributed', 'check_split', 'shard',
-           'sharded_batches', 'all_reduce_sum', 'data_parallel_step', 'train_data_parallel']
+           'sharded_batches', 'all_reduce_sum', 'data_parallel_step', 'DataParallel', 'train_data_parallel']
 
 # %% ../nbs/12a_data_parallel.ipynb #b41098af
 import datetime, os, subprocess, sys
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from .validation import _check_positive_int
-from .training import PAD, Batch, make_optimizer, select_device, _autocast
-from .copy_task import CopyTask, evaluate, TrainingInterrupted, as_task, task_model
-from .model_files import save_checkpoint, load_checkpoint, resume_training_state
+from .training import Batch, Task, select_device
+from .copy_task import OneProcess, train_task
 
 # %% ../nbs/12a_data_parallel.ipynb #fe46a7f0
 TORCHRUN_VARS = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')
@@ -32,7 +32,7 @@ class DistEnv:
     @property
     def is_main(self): return self.rank == 0
 
-def torchrun_env(environ=None):
+def torchrun_env(environ: Optional[Mapping[str, str]] = None) -> DistEnv:
     "This process's `DistEnv` from the variables torchrun sets (`os.environ` by default); rank 0 of 1 when none of them is set."
     environ = os.environ if environ is None else environ
     found = [k for k in TORCHRUN_VARS if k in environ]
@@ -48,7 +48,7 @@ def torchrun_env(environ=None):
     return DistEnv(rank, world, local)
 
 # %% ../nbs/12a_data_parallel.ipynb #25e8d269
-def run_torchrun(*args, nproc_per_node=2, launcher=('--standalone',), timeout=600):
+def run_torchrun(*args, nproc_per_node: int = 2, launcher: Sequence[str] = ('--standalone',), timeout: float = 600) -> subprocess.CompletedProcess:
     "Run `torchrun --nproc_per_node N LAUNCHER... ARGS...` with this Python as a subprocess and return the `subprocess.CompletedProcess` (text output); after `timeout` seconds the job, workers included, is killed and `subprocess.TimeoutExpired` raised."
     cmd = [sys.executable, '-m', 'torch.distributed.run', *launcher, f'--nproc_per_node={nproc_per_node}', *map(str, args)]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
@@ -61,7 +61,7 @@ def run_torchrun(*args, nproc_per_node=2, launcher=('--standalone',), timeout=60
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 # %% ../nbs/12a_data_parallel.ipynb #0432490c
-def rank_device(env, device=None):
+def rank_device(env: DistEnv, device: Optional[Union[str, torch.device]] = None) -> torch.device:
     "The device rank `env` trains on: one GPU per process (`cuda:LOCAL_RANK`) when CUDA is asked for or present, else the CPU."
     if device is None: device = 'cuda' if torch.cuda.is_available() else 'cpu'
     try: device = torch.device(device)
@@ -72,7 +72,7 @@ def rank_device(env, device=None):
     if device.type == 'cuda': device = torch.device('cuda', env.local_rank)
     return select_device(device)
 
-def init_distributed(device=None, timeout=300):
+def init_distributed(device: Optional[Union[str, torch.device]] = None, timeout: float = 300) -> Tuple[DistEnv, torch.device]:
     "Join torchrun's process group (NCCL on CUDA, gloo on the CPU; a collective waits at most `timeout` seconds) and return (env, device); a single process joins nothing."
     env = torchrun_env()
     device = rank_device(env, device)
@@ -82,19 +82,19 @@ def init_distributed(device=None, timeout=300):
     return env, device
 
 # %% ../nbs/12a_data_parallel.ipynb #6cbee3a6
-def check_split(batch_size, world_size, accumulate=1):
+def check_split(batch_size: int, world_size: int, accumulate: int = 1) -> None:
     "Raise unless a global batch of `batch_size` splits evenly into `world_size` processes times `accumulate` micro-batches."
     parts = world_size * accumulate
     if batch_size % parts:
         raise ValueError(f"a batch of {batch_size} sequences does not split evenly over {world_size} process(es) x {accumulate} "
                          f"micro-batch(es) = {parts} parts: use a batch size that is a multiple of {parts}, e.g. {max(parts, batch_size // parts * parts)}")
 
-def shard(batch, index, parts):
+def shard(batch: Batch, index: int, parts: int) -> Batch:
     "Slice `index` of `parts` equal slices of a `Batch`'s rows."
     b = batch.src.size(0) // parts
     return Batch(*(getattr(batch, f)[index * b:(index + 1) * b] for f in batch.__dataclass_fields__))
 
-def sharded_batches(task, batch_size, env, seed=0, accumulate=1):
+def sharded_batches(task: Task, batch_size: int, env: DistEnv, seed: int = 0, accumulate: int = 1) -> Callable[[], List[Batch]]:
     "Like `task.batches`, but every rank draws the same global batch from the same seeded generator and keeps its slice, cut into `accumulate` micro-batches."
     check_split(batch_size, env.world_size, accumulate)
     full = task.batches(batch_size, seed)
@@ -105,14 +105,17 @@ def sharded_batches(task, batch_size, env, seed=0, accumulate=1):
     return next_batch
 
 # %% ../nbs/12a_data_parallel.ipynb #be3e278e
-def all_reduce_sum(t):
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     "The sum of tensor `t` over all processes, in place (`t` itself in a single process)."
     if dist.is_initialized(): dist.all_reduce(t)
     return t
 
-def data_parallel_step(model, micro_batches, optimizer, pad_id, label_smoothing=0.0, clip=1.0, amp=None, scaler=None):
+def data_parallel_step(model: torch.nn.Module, micro_batches: List[Batch], optimizer: torch.optim.Optimizer, pad_id: int,
+                       label_smoothing: float = 0.0, clip: float = 1.0, amp=None, scaler=None) -> Tuple[float, float]:
     "One optimizer step on this rank's micro-batches that equals one process's step on the whole global batch; returns the global batch's (loss, accuracy)."
     world = dist.get_world_size() if dist.is_initialized() else 1
+    device = next(model.parameters()).device
+    micro_batches = [b.to(device) for b in micro_batches]
     real = torch.stack([(b.tgt_out != pad_id).sum() for b in micro_batches]).sum().float()
     n_tokens = all_reduce_sum(real.clone())        # T: the global batch's target tokens, over all ranks
     optimizer.zero_grad(set_to_none=True)
@@ -143,63 +146,33 @@ def _broadcast(obj, env):
     dist.broadcast_object_list(box, src=0)
     return box[0]
 
-def train_data_parallel(task='copy', steps=None, device=None, seed=0, batch_size=128, accumulate=1, d_model=64, num_heads=4,
-                        num_layers=1, d_ff=128, lr=1e-2, warmup=100, schedule_steps=500, cooldown=0.4, lr_floor=0.05,
-                        label_smoothing=0.0, eval_every=100, n_eval=1000, checkpoint=None, resume=None, timeout=300,
-                        progress=True, log=None):
-    "`train_copy_task` on every process of a torchrun job, or alone: DDP, each rank its slice of the global batch, rank 0 evaluates, logs and saves; `resume`: a checkpoint folder to go on from, written by any number of processes. Returns (model, history, metrics)."
-    task = as_task(task)
-    steps = 1500 if steps is None else steps
-    _check_positive_int('steps', steps); _check_positive_int('accumulate', accumulate)
-    env = torchrun_env()
-    run = {'seed': seed, 'batch_size': batch_size, 'lr': lr, 'warmup': warmup, 'horizon': min(schedule_steps, steps),
-           'cooldown': cooldown, 'lr_floor': lr_floor, 'label_smoothing': label_smoothing}
-    if resume is not None:
-        model, state = load_checkpoint(resume)
-        run = state.get('run') or run                          # the batch and schedule of the run being continued
-    check_split(run['batch_size'], env.world_size, accumulate)  # before joining: every rank fails alike, none waits
-    env, device = init_distributed(device, timeout)
-    log = log if env.is_main else None
-    if resume is None: model = task_model(task, seed, d_model, num_heads, num_layers, d_ff)
-    model.to(device)
-    opt, sched = make_optimizer(model, run['lr'], min(run['warmup'], run['horizon']), total=run['horizon'],
-                                cooldown=run['cooldown'], floor=run['lr_floor'])
-    next_batch = sharded_batches(task, run['batch_size'], env, run['seed'], accumulate)
-    history = {'loss': [], 'accuracy': [], 'lr': [], 'eval_step': [], 'eval_exact': [], 'eval_token': []}
-    if resume is not None:
-        resume_training_state(state, opt, sched, next_batch.generator)
-        history = state['history']
-        if log: log(f"resuming {resume} at step {state['step']} on {env.world_size} process(es)")
-    ddp = DDP(model, device_ids=[device.index] if device.type == 'cuda' else None) if env.world_size > 1 else model
-    amp, scaler = _autocast(device)
-    save = lambda metrics: save_checkpoint(checkpoint, model, opt, sched, history, generator=next_batch.generator,
-                                           metrics=metrics, task=task.to_dict(), run=run, world_size=env.world_size)
-    from tqdm.auto import tqdm
-    done, metrics = len(history['loss']), None
-    try:
-        while done < steps:
-            n = min(eval_every - done % eval_every, steps - done)
-            ddp.train()
-            for _ in tqdm(range(n), disable=not (progress and env.is_main), leave=False, desc=f'steps {done}-{done + n} of {steps}'):
-                lr_now = sched.get_last_lr()[0]
-                loss, acc = data_parallel_step(ddp, [b.to(device) for b in next_batch()], opt, PAD, run['label_smoothing'],
-                                               amp=amp, scaler=scaler)
-                sched.step()
-                history['loss'].append(loss); history['accuracy'].append(acc); history['lr'].append(lr_now)
-            done += n
-            metrics = _broadcast(evaluate(model, task, n_eval) if env.is_main else None, env)
-            history['eval_step'].append(done); history['eval_exact'].append(metrics['exact_match']); history['eval_token'].append(metrics['token_accuracy'])
-            if log: log(f"step {done}: loss {history['loss'][-1]:.4f}, held-out exact match {metrics['exact_match']:.1%}, token accuracy {metrics['token_accuracy']:.2%}")
-            if metrics['exact_match'] == 1.0: break
-            if checkpoint and env.is_main and done < steps: save({**metrics, 'steps': done})  # a crash loses at most eval_every steps
-    except KeyboardInterrupt:  # Ctrl-C in a terminal reaches every process of the job: rank 0 keeps what was learned
-        trained = len(history['loss'])
-        if checkpoint and env.is_main: save({'steps': trained, 'interrupted': True})
-        raise TrainingInterrupted(trained, checkpoint if checkpoint else None) from None
-    metrics = {**(metrics or {}), 'steps': done}
-    if checkpoint and env.is_main: save(metrics)
-    if env.world_size > 1:
-        dist.barrier()  # nobody leaves before rank 0's checkpoint is on disk, nor tears the group down while others use it
-        dist.destroy_process_group()
-    return model, history, metrics
+class DataParallel(OneProcess):
+    "Where `train_task` runs in a torchrun job (or alone): DDP, each rank its slice of every global batch in `accumulate` micro-batches, rank 0 evaluates, logs and saves."
+    step = staticmethod(data_parallel_step)
+    def __init__(self, accumulate: int = 1, timeout: int = 300):
+        _check_positive_int('accumulate', accumulate)
+        self.accumulate, self.timeout, self.env = accumulate, timeout, torchrun_env()
+    @property
+    def world_size(self) -> int: return self.env.world_size
+    @property
+    def is_main(self) -> bool: return self.env.is_main
+    def check(self, batch_size: int) -> None: check_split(batch_size, self.world_size, self.accumulate)
+    def start(self, device=None) -> torch.device:
+        self.env, device = init_distributed(device, self.timeout)
+        return device
+    def wrap(self, model: nn.Module) -> nn.Module:
+        if self.world_size == 1: return model
+        device = next(model.parameters()).device
+        return DDP(model, device_ids=[device.index] if device.type == 'cuda' else None)  # also broadcasts rank 0's weights
+    def batches(self, task: Task, batch_size: int, seed: int) -> Callable:
+        return sharded_batches(task, batch_size, self.env, seed, self.accumulate)
+    def share(self, obj: Any) -> Any: return _broadcast(obj, self.env)
+    def finish(self) -> None:
+        if self.world_size > 1:
+            dist.barrier()  # nobody leaves before rank 0's checkpoint is on disk, nor tears the group down while others use it
+            dist.destroy_process_group()
+
+def train_data_parallel(task: Union[str, Task] = 'copy', accumulate: int = 1, timeout: int = 300, **kwargs) -> Tuple[nn.Module, dict, dict]:
+    "`train_task` on every process of a torchrun job, or alone (`parallel=DataParallel(accumulate, timeout)`); the other arguments are `train_task`'s."
+    return train_task(task, parallel=DataParallel(accumulate, timeout), **kwargs)
 

@@ -6,6 +6,7 @@
 __all__ = ['KVCache', 'decode_step', 'greedy_decode', 'seconds_per_token', 'length_penalty', 'beam_search']
 
 # %% ../nbs/11b_decoding.ipynb #be9a80d8
+from typing import Optional, Tuple, Union
 import math, time
 import torch
 import torch.nn.functional as F
@@ -29,7 +30,7 @@ def _check_generation(model, src, max_len):
 # %% ../nbs/11b_decoding.ipynb #b2d73424
 class KVCache:
     "A decoder's keys and values while generating: self-attention's (N, B, H, max_len, d_head), filled one position per step, and cross-attention's, computed once from the memory."
-    def __init__(self, model, memory, max_len):
+    def __init__(self, model: torch.nn.Module, memory: torch.Tensor, max_len: int):
         H, layers = model.config.num_heads, model.decoder.layers
         B, d_head = memory.size(0), model.config.d_model // H
         self.cross = [(split_heads(l.cross_attn.w_k(memory), H), split_heads(l.cross_attn.w_v(memory), H))  # (B, H, Ls, d_head)
@@ -42,7 +43,7 @@ class KVCache:
         "Bytes held by the self-attention buffers and the cross-attention keys and values."
         return sum(t.numel() * t.element_size() for t in (self.keys, self.values, *(x for kv in self.cross for x in kv)))
 
-    def reorder(self, rows):
+    def reorder(self, rows: torch.Tensor) -> None:
         "Keep batch rows `rows` (B,), in that order: beam search moves its surviving beams this way."
         t = self.length  # only the filled positions move
         self.keys[:, :, :, :t], self.values[:, :, :, :t] = self.keys[:, rows, :, :t], self.values[:, rows, :, :t]
@@ -63,7 +64,7 @@ def _cached_self_attention(mha, y, cache, i):
     cache.values[i, :, :, t] = mha.w_v(y)[:, 0].view(B, H, -1)
     return _attend(mha, y, cache.keys[i, :, :, :t + 1], cache.values[i, :, :, :t + 1])
 
-def decode_step(model, tokens, cache, memory_mask=None):
+def decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: "KVCache", memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
     "Next-token logits (B, V) from the newest tokens (B,), reading and extending `cache`: one decoder position's work."
     t, pos = cache.length, model.positional
     x = pos.dropout(model.tgt_embed(tokens[:, None]) + pos.pe[t:t + 1])  # (B, 1, d_model), the embedding at position t
@@ -76,7 +77,8 @@ def decode_step(model, tokens, cache, memory_mask=None):
 
 # %% ../nbs/11b_decoding.ipynb #e8a23fea
 @torch.no_grad()
-def greedy_decode(model, src, max_len, start_id=START, end_id=END, pad_id=PAD, use_cache=True):
+def greedy_decode(model: torch.nn.Module, src: torch.Tensor, max_len: int, start_id: int = START, end_id: int = END, pad_id: int = PAD,
+                  use_cache: bool = True) -> torch.Tensor:
     "Greedy decoding of a batch (B, Ls) on the model's device: (B, ≤max_len) tokens after the start token, pads after each row's `end_id` (None: never stop early), on `src`'s device."
     _check_generation(model, src, max_len)
     model.eval()
@@ -97,7 +99,7 @@ def greedy_decode(model, src, max_len, start_id=START, end_id=END, pad_id=PAD, u
     return ys[:, 1:].to(src.device)
 
 # %% ../nbs/11b_decoding.ipynb #e418d85b
-def seconds_per_token(model, src, length, use_cache=True):
+def seconds_per_token(model: torch.nn.Module, src: torch.Tensor, length: int, use_cache: bool = True) -> float:
     "Wall-clock seconds per generated position when `greedy_decode` produces `length` tokens for every row of `src` (after a warm-up call)."
     greedy_decode(model, src, 2, end_id=None, use_cache=use_cache)
     if src.is_cuda: torch.cuda.synchronize()
@@ -107,13 +109,14 @@ def seconds_per_token(model, src, length, use_cache=True):
     return (time.perf_counter() - t0) / length
 
 # %% ../nbs/11b_decoding.ipynb #1fe8419f
-def length_penalty(length, alpha):
+def length_penalty(length: Union[torch.Tensor, float], alpha: float) -> Union[torch.Tensor, float]:
     "GNMT's length normalizer ((5 + length) / 6) ** alpha (Wu et al. 2016, section 7); alpha=0 turns it off."
     return ((5 + length) / 6) ** alpha
 
 # %% ../nbs/11b_decoding.ipynb #73f78289
 @torch.no_grad()
-def beam_search(model, src, max_len, beam_size=4, alpha=0.6, start_id=START, end_id=END, pad_id=PAD, return_scores=False):
+def beam_search(model: torch.nn.Module, src: torch.Tensor, max_len: int, beam_size: int = 4, alpha: float = 0.6, start_id: int = START,
+                end_id: int = END, pad_id: int = PAD, return_scores: bool = False) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     "Beam search over a batch (B, Ls): each row's best of `beam_size` hypotheses by log-probability / `length_penalty`, shaped like `greedy_decode`'s output (with the (B,) scores if `return_scores`)."
     _check_generation(model, src, max_len)
     V, K, B = model.config.tgt_vocab_size, beam_size, src.size(0)

@@ -12,7 +12,7 @@ from torch import nn
 from .validation import _check_positive_int
 
 # %% ../nbs/07_embeddings.ipynb #1cc6a3ad
-def check_token_ids(tokens, vocab_size):
+def check_token_ids(tokens: torch.Tensor, vocab_size: int) -> None:
     "Raise `TypeError` for non-integer ids and `ValueError` naming the first id outside [0, vocab_size)."
     if not torch.is_tensor(tokens):
         raise TypeError(f"token ids must be an integer tensor, got {type(tokens).__name__}")
@@ -25,13 +25,13 @@ def check_token_ids(tokens, vocab_size):
 # %% ../nbs/07_embeddings.ipynb #a3c3c530
 class Embeddings(nn.Module):
     "Token embeddings scaled by √d_model, with ids checked against the vocabulary size."
-    def __init__(self, vocab_size, d_model):
+    def __init__(self, vocab_size: int, d_model: int):
         super().__init__()
         _check_positive_int('vocab_size', vocab_size); _check_positive_int('d_model', d_model)
         self.vocab_size, self.d_model = vocab_size, d_model
         self.lut = nn.Embedding(vocab_size, d_model)
         nn.init.normal_(self.lut.weight, std=d_model ** -0.5)  # so that √d_model · E_t has std 1 (see above)
 
-    def forward(self, tokens):
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         check_token_ids(tokens, self.vocab_size)
         return self.lut(tokens) * math.sqrt(self.d_model)  # (B, L) -> (B, L, d_model)

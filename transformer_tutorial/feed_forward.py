@@ -13,12 +13,12 @@ from .validation import _check_width
 # %% ../nbs/04_feed_forward.ipynb #86f7e139
 class PositionwiseFeedForward(nn.Module):
     "FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position alone."
-    def __init__(self, d_model, d_ff, dropout=0.0):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
         self.d_model, self.d_ff = d_model, d_ff
         self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_width('PositionwiseFeedForward', x, self.d_model)
         return self.w_2(self.dropout(self.w_1(x).relu()))  # (B, L, d_model) -> (B, L, d_ff) -> (B, L, d_model)

@@ -6,6 +6,7 @@
 __all__ = ['LayerNorm', 'SublayerConnection']
 
 # %% ../nbs/05_layer_norm.ipynb #190e701c
+from typing import Callable
 import torch
 from torch import nn
 from .validation import _check_width
@@ -13,13 +14,13 @@ from .validation import _check_width
 # %% ../nbs/05_layer_norm.ipynb #4c6461ce
 class LayerNorm(nn.Module):
     "Normalize the last dimension to mean 0 and variance 1 (biased, eps inside the root), then scale and shift."
-    def __init__(self, d_model, eps=1e-5):
+    def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))  # gamma
         self.bias = nn.Parameter(torch.zeros(d_model))   # beta
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_width('LayerNorm', x, self.d_model)
         centered = x - x.mean(-1, keepdim=True)              # (..., d_model): x - mu
         var = (centered * centered).mean(-1, keepdim=True)   # (..., 1), biased: divide by d
@@ -28,10 +29,10 @@ class LayerNorm(nn.Module):
 # %% ../nbs/05_layer_norm.ipynb #d9d18922
 class SublayerConnection(nn.Module):
     "A residual around `sublayer`: pre-LN x + drop(f(norm(x))) or post-LN norm(x + drop(f(x)))."
-    def __init__(self, d_model, dropout=0.0, norm_first=True):
+    def __init__(self, d_model: int, dropout: float = 0.0, norm_first: bool = True):
         super().__init__()
         self.norm, self.dropout, self.norm_first = LayerNorm(d_model), nn.Dropout(dropout), norm_first
 
-    def forward(self, x, sublayer):
+    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         if self.norm_first: return x + self.dropout(sublayer(self.norm(x)))  # pre-LN: residual path not normalized
         return self.norm(x + self.dropout(sublayer(x)))                      # post-LN: normalize after the sum

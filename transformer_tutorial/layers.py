@@ -6,6 +6,7 @@
 __all__ = ['EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder', 'copy_encoder_layer_to_torch', 'copy_decoder_layer_to_torch']
 
 # %% ../nbs/08_encoder_decoder.ipynb #e7b042e6
+from typing import Optional
 import torch
 from torch import nn
 from .multi_head import MultiHeadAttention, copy_mha_to_torch
@@ -15,14 +16,14 @@ from .layer_norm import LayerNorm, SublayerConnection
 # %% ../nbs/08_encoder_decoder.ipynb #8838a0f2
 class EncoderLayer(nn.Module):
     "Self-attention then feed-forward, each inside a residual; pre-LN when `norm_first`, else post-LN."
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=True):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(2))
         self.norm_first = norm_first
 
-    def forward(self, x, mask=None):
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         "x: (B, L, d_model); mask: boolean, True = may attend, broadcastable to (B, H, L, L)."
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, mask, need_weights=False)[0])
         return self.sublayers[1](x, self.feed_forward)  # (B, L, d_model)
@@ -30,7 +31,7 @@ class EncoderLayer(nn.Module):
 # %% ../nbs/08_encoder_decoder.ipynb #92dc5d51
 class DecoderLayer(nn.Module):
     "Masked self-attention, cross-attention to `memory`, then feed-forward, each inside a residual."
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=True):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
@@ -38,7 +39,7 @@ class DecoderLayer(nn.Module):
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(3))
         self.norm_first = norm_first
 
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         "x: (B, Lt, d_model), memory: (B, Ls, d_model); masks boolean, True = may attend."
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, need_weights=False)[0])
         # queries from the (normalized) decoder stream; keys AND values from the encoder's output
@@ -52,23 +53,25 @@ def _final_norm(d_model, norm_first, final_norm):
 
 class Encoder(nn.Module):
     "`num_layers` encoder layers, then a final LayerNorm (`final_norm=None` means: iff `norm_first`)."
-    def __init__(self, d_model, num_heads, d_ff, num_layers, dropout=0.0, norm_first=True, final_norm=None):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, num_layers: int, dropout: float = 0.0, norm_first: bool = True,
+                 final_norm: Optional[bool] = None):
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers))
         self.norm = _final_norm(d_model, norm_first, final_norm)
 
-    def forward(self, x, mask=None):
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         for layer in self.layers: x = layer(x, mask)
         return self.norm(x)  # (B, Ls, d_model): the memory
 
 class Decoder(nn.Module):
     "`num_layers` decoder layers, all reading the same `memory`, then a final LayerNorm (iff `norm_first` by default)."
-    def __init__(self, d_model, num_heads, d_ff, num_layers, dropout=0.0, norm_first=True, final_norm=None):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, num_layers: int, dropout: float = 0.0, norm_first: bool = True,
+                 final_norm: Optional[bool] = None):
         super().__init__()
         self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers))
         self.norm = _final_norm(d_model, norm_first, final_norm)
 
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         for layer in self.layers: x = layer(x, memory, tgt_mask, memory_mask)
         return self.norm(x)  # (B, Lt, d_model)
 
@@ -90,7 +93,7 @@ def _check_same_layout(layer, torch_layer):
                          f"torch's {tuple(torch_layer.linear1.weight.shape)}")
 
 @torch.no_grad()
-def copy_encoder_layer_to_torch(layer, torch_layer):
+def copy_encoder_layer_to_torch(layer: "EncoderLayer", torch_layer: nn.TransformerEncoderLayer) -> nn.TransformerEncoderLayer:
     "Copy an `EncoderLayer`'s weights into a `torch.nn.TransformerEncoderLayer`; returns `torch_layer`."
     _check_same_layout(layer, torch_layer)
     copy_mha_to_torch(layer.self_attn, torch_layer.self_attn)
@@ -99,7 +102,7 @@ def copy_encoder_layer_to_torch(layer, torch_layer):
     return torch_layer
 
 @torch.no_grad()
-def copy_decoder_layer_to_torch(layer, torch_layer):
+def copy_decoder_layer_to_torch(layer: "DecoderLayer", torch_layer: nn.TransformerDecoderLayer) -> nn.TransformerDecoderLayer:
     "Copy a `DecoderLayer`'s weights into a `torch.nn.TransformerDecoderLayer`; returns `torch_layer`."
     _check_same_layout(layer, torch_layer)
     copy_mha_to_torch(layer.self_attn, torch_layer.self_attn)

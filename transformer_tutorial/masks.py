@@ -6,11 +6,12 @@
 __all__ = ['padding_mask', 'causal_mask', 'target_mask']
 
 # %% ../nbs/02_masks.ipynb #47c9f011
+from typing import Optional, Union
 import torch
 from .validation import _check_positive_int
 
 # %% ../nbs/02_masks.ipynb #f4d6e1a6
-def padding_mask(tokens, pad_id):
+def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     "True where `tokens` (B, L) is a real token; shaped (B, 1, 1, L) to broadcast over heads and queries."
     if tokens.dim() != 2:
         raise ValueError(f"tokens must be shaped (B, L), got {tuple(tokens.shape)}")
@@ -19,12 +20,12 @@ def padding_mask(tokens, pad_id):
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, L)
 
 # %% ../nbs/02_masks.ipynb #d55d4817
-def causal_mask(size, device=None):
+def causal_mask(size: int, device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
     "True where query i may attend to key j, i.e. j <= i; shaped (1, 1, size, size)."
     _check_positive_int('size', size)
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]  # (1, 1, L, L)
 
 # %% ../nbs/02_masks.ipynb #e28f2fc5
-def target_mask(tgt, pad_id):
+def target_mask(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
     "Decoder self-attention mask: no padded keys and no future keys, shaped (B, 1, L, L)."
     return padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), device=tgt.device)  # (B, 1, L, L)

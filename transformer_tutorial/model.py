@@ -6,6 +6,7 @@
 __all__ = ['TransformerConfig', 'Transformer', 'copy_stack_to_torch', 'parameter_table', 'dropout_sites']
 
 # %% ../nbs/09_transformer.ipynb #de21e3ea
+from typing import Dict, List, Optional, Tuple, Union
 import torch
 from torch import nn
 from dataclasses import dataclass, asdict, fields
@@ -35,7 +36,7 @@ class TransformerConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d: dict) -> 'TransformerConfig':
         "Rebuild from `to_dict()`'s output; unknown keys raise `ValueError` naming them."
         unknown = set(d) - {f.name for f in fields(cls)}
         if unknown: raise ValueError(f"unknown TransformerConfig keys: {sorted(unknown)}")
@@ -60,7 +61,7 @@ class Transformer(nn.Module):
         if tie_embeddings: self.output.weight = self.tgt_embed.lut.weight  # one tensor, two uses
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: Union[TransformerConfig, dict]) -> 'Transformer':
         "Build from a `TransformerConfig` or its dict."
         if isinstance(config, dict): config = TransformerConfig.from_dict(config)
         return cls(**config.to_dict())
@@ -70,14 +71,14 @@ class Transformer(nn.Module):
         if tokens.size(1) > self.config.max_len:
             raise ValueError(f"{name} length {tokens.size(1)} exceeds max_len {self.config.max_len}")
 
-    def encode(self, src, src_mask=None):
+    def encode(self, src: torch.Tensor, src_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         "Source ids (B, Ls) -> memory (B, Ls, d_model)."
         self._check_tokens('src', src)
         if src_mask is not None:
             _check_mask(src_mask, (src.size(0), self.config.num_heads, src.size(1), src.size(1)), 'src_mask')
         return self.encoder(self.positional(self.src_embed(src)), src_mask)  # (B, Ls, d_model)
 
-    def decode(self, tgt, memory, tgt_mask=None, memory_mask=None):
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         "Target ids (B, Lt) and memory (B, Ls, d_model) -> logits (B, Lt, tgt_vocab_size)."
         self._check_tokens('tgt', tgt)
         B, Lt, Ls, H = tgt.size(0), tgt.size(1), memory.size(1), self.config.num_heads
@@ -86,14 +87,14 @@ class Transformer(nn.Module):
         h = self.decoder(self.positional(self.tgt_embed(tgt)), memory, tgt_mask, memory_mask)
         return self.output(h)  # (B, Lt, tgt_vocab_size)
 
-    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None):
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: Optional[torch.Tensor] = None, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         "Logits for every target position; `memory_mask` defaults to `src_mask` (the same padded keys)."
         memory = self.encode(src, src_mask)
         return self.decode(tgt, memory, tgt_mask, src_mask if memory_mask is None else memory_mask)
 
 # %% ../nbs/09_transformer.ipynb #e2ce9844
 @torch.no_grad()
-def copy_stack_to_torch(encoder, decoder, torch_transformer):
+def copy_stack_to_torch(encoder: "Encoder", decoder: "Decoder", torch_transformer: nn.Transformer) -> nn.Transformer:
     "Copy an `Encoder` and `Decoder` (built with final norms) into a `torch.nn.Transformer`; returns it."
     t_enc, t_dec = torch_transformer.encoder, torch_transformer.decoder
     for ours, theirs, name in ((encoder, t_enc, 'encoder'), (decoder, t_dec, 'decoder')):
@@ -107,7 +108,7 @@ def copy_stack_to_torch(encoder, decoder, torch_transformer):
     return torch_transformer
 
 # %% ../nbs/09_transformer.ipynb #74fa1c05
-def parameter_table(model):
+def parameter_table(model: nn.Module) -> Dict[str, int]:
     "Parameter counts per component of a `Transformer` (shared tensors counted once); the last entry is 'total'."
     seen, rows = set(), {}
     def count(name, module):
@@ -143,6 +144,6 @@ def _dropout_role(name):
     if any(p.endswith('attn') for p in parts): return 'attention weights'
     return 'other'
 
-def dropout_sites(model):
+def dropout_sites(model: nn.Module) -> List[Tuple[str, str, float]]:
     "Every `nn.Dropout` of `model` as (module name, what it drops, p), in registration order."
     return [(name, _dropout_role(name), m.p) for name, m in model.named_modules() if isinstance(m, nn.Dropout)]

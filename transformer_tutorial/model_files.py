@@ -9,6 +9,7 @@ __all__ = ['CONFIG_NAME', 'WEIGHTS_NAME', 'STATE_NAME', 'MODEL_TYPE', 'MAX_HEADE
            'load_legacy_checkpoint']
 
 # %% ../nbs/11a_model_files.ipynb #d60f19ef
+from typing import Dict, Optional, Tuple, Union
 import json, math, os, pathlib, warnings
 from dataclasses import fields
 import torch
@@ -46,7 +47,7 @@ def _check_entry(path, name, info):
         raise ModelFileError(f"{path}: tensor {name!r} spans {offsets[1] - offsets[0]:,} bytes, but {dtype} {shape} needs "
                              f"{math.prod(shape) * DTYPE_SIZES[dtype]:,}")
 
-def read_header(path):
+def read_header(path: Union[str, os.PathLike]) -> dict:
     "The JSON header of the safetensors file at `path`, checked against the file's size; nothing else is read."
     path = pathlib.Path(path)
     size = path.stat().st_size
@@ -91,7 +92,8 @@ def _write_safetensors(path, tensors, metadata):
     data = _safetensors_bytes({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=metadata)
     with atomic_write(path, 'wb') as f: f.write(data)
 
-def save_pretrained(model, folder, task=None, metadata=None):
+def save_pretrained(model: Transformer, folder: Union[str, os.PathLike], task: Optional[dict] = None,
+                    metadata: Optional[Dict[str, str]] = None) -> pathlib.Path:
     "Write `model` into `folder` as model.safetensors (each tied tensor once) and config.json (the architecture, and `task`)."
     folder = pathlib.Path(folder)
     if folder.exists() and not folder.is_dir(): raise NotADirectoryError(f"{folder} is a file; give a folder to write the model into")
@@ -108,7 +110,7 @@ def _read_tensors(path):
 
 FLOAT_DTYPES = ('F32', 'F16', 'BF16', 'F64')
 
-def load_weights(model, path):
+def load_weights(model: Transformer, path: Union[str, os.PathLike]) -> Transformer:
     "Fill `model` from the safetensors file at `path`, after checking its names, shapes and dtypes against the model."
     path, header = pathlib.Path(path), read_header(path)
     want, tied = _stored_tensors(model.state_dict())
@@ -131,7 +133,7 @@ def load_weights(model, path):
 # %% ../nbs/11a_model_files.ipynb #012d64ed
 _FIELD_TYPES = {f.name: f.type for f in fields(TransformerConfig)}
 
-def read_config(folder):
+def read_config(folder: Union[str, os.PathLike]) -> dict:
     "The checked config.json of a model `folder` (or of the folder of its model.safetensors): every `TransformerConfig` field, typed, and an optional 'task'."
     folder = pathlib.Path(folder)
     if folder.is_file(): folder = folder.parent
@@ -181,7 +183,7 @@ def _hub_folder(repo_id):
     try: return snapshot_download(repo_id, allow_patterns=[CONFIG_NAME, WEIGHTS_NAME])
     except Exception as e: raise FileNotFoundError(f"no model folder or file at {repo_id}, and no Hub repo of that name could be fetched ({type(e).__name__})") from None
 
-def from_pretrained(path, device='cpu'):
+def from_pretrained(path: Union[str, os.PathLike], device: Union[str, torch.device] = 'cpu') -> Transformer:
     "A `Transformer` in eval mode, rebuilt from a model folder, its model.safetensors, or a Hub repo id; nothing is unpickled."
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -214,7 +216,8 @@ def _from_json(obj, tensors, path):
     if '__int_keys__' in obj: return {k: _from_json(v, tensors, path) for k, v in obj['__int_keys__']}
     return {k: _from_json(v, tensors, path) for k, v in obj.items()}
 
-def save_training_state(folder, optimizer=None, scheduler=None, generator=None, history=None, **extra):
+def save_training_state(folder: Union[str, os.PathLike], optimizer: Optional[torch.optim.Optimizer] = None, scheduler=None,
+                        generator: Optional[torch.Generator] = None, history: Optional[dict] = None, **extra) -> None:
     "Write training_state.safetensors into `folder`: optimizer, scheduler, batch-generator and torch RNG states, history and `extra`."
     history = history or {}
     state = {'optimizer': optimizer.state_dict() if optimizer else None, 'scheduler': scheduler.state_dict() if scheduler else None,
@@ -224,7 +227,7 @@ def save_training_state(folder, optimizer=None, scheduler=None, generator=None, 
     tree = _to_json(state, tensors, 'state')
     _write_safetensors(pathlib.Path(folder) / STATE_NAME, tensors, {'format': 'pt', 'training_state': json.dumps(tree)})
 
-def load_training_state(folder):
+def load_training_state(folder: Union[str, os.PathLike]) -> dict:
     "Read `folder`/training_state.safetensors back into the dict `save_training_state` stored; nothing is unpickled."
     path = pathlib.Path(folder) / STATE_NAME
     if not path.is_file(): raise ModelFileError(f"{folder} has no {STATE_NAME}: it holds a model, but not the state to resume training")
@@ -233,7 +236,8 @@ def load_training_state(folder):
     except (KeyError, ValueError): raise ModelFileError(f"{path} has no readable 'training_state' in its metadata") from None
     return _from_json(tree, _read_tensors(path), path)
 
-def resume_training_state(state, optimizer=None, scheduler=None, generator=None):
+def resume_training_state(state: dict, optimizer: Optional[torch.optim.Optimizer] = None, scheduler=None,
+                          generator: Optional[torch.Generator] = None) -> None:
     "Put a loaded training state's optimizer, scheduler, batch-generator and torch RNG states back, to continue training exactly."
     if optimizer is not None: optimizer.load_state_dict(state['optimizer'])
     if scheduler is not None: scheduler.load_state_dict(state['scheduler'])
@@ -241,14 +245,16 @@ def resume_training_state(state, optimizer=None, scheduler=None, generator=None)
     if state.get('torch_rng') is not None: torch.set_rng_state(state['torch_rng'])  # continue the dropout stream
 
 # %% ../nbs/11a_model_files.ipynb #507fe7a3
-def save_checkpoint(folder, model, optimizer=None, scheduler=None, history=None, generator=None, task=None, **extra):
+def save_checkpoint(folder: Union[str, os.PathLike], model: Transformer, optimizer: Optional[torch.optim.Optimizer] = None,
+                    scheduler=None, history: Optional[dict] = None, generator: Optional[torch.Generator] = None,
+                    task: Optional[dict] = None, **extra) -> None:
     "Write a model folder that also resumes: training state first, then the weights and config tagged with the same step."
     step = len((history or {}).get('loss', []))
     save_training_state(folder, optimizer, scheduler, generator, history, **extra)
     save_pretrained(model, folder, task, metadata={'step': str(step)})
     return pathlib.Path(folder)
 
-def load_checkpoint(folder, device='cpu'):
+def load_checkpoint(folder: Union[str, os.PathLike], device: Union[str, torch.device] = 'cpu') -> Tuple[Transformer, dict]:
     "The model and training state of a folder written by `save_checkpoint`; refuses a folder whose two files are from different steps."
     model, state = from_pretrained(folder, device), load_training_state(folder)
     step = read_header(pathlib.Path(folder) / WEIGHTS_NAME).get('__metadata__', {}).get('step')
@@ -257,7 +263,7 @@ def load_checkpoint(folder, device='cpu'):
     return model, state
 
 # %% ../nbs/11a_model_files.ipynb #0ae9c112
-def load_legacy_checkpoint(path, allow_pickle=False):
+def load_legacy_checkpoint(path: Union[str, os.PathLike], allow_pickle: bool = False) -> Tuple[Transformer, Optional[dict]]:
     "A model.pt written by transformer_tutorial 0.1 (torch.save), read with `torch.load(weights_only=True)`; returns (model, task)."
     path = pathlib.Path(path)
     with open(path, 'rb') as f:

@@ -15,32 +15,32 @@ from .validation import _check_positive_int, _check_width
 # %% ../nbs/09a_modern_blocks.ipynb #6753489f
 class RMSNorm(nn.Module):
     "Divide the last dimension by its root mean square (eps inside the root), then scale by a learned gain."
-    def __init__(self, d_model, eps=1e-6):
+    def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
         _check_positive_int('d_model', d_model)
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))  # g
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_width('RMSNorm', x, self.d_model)
         ms = (x * x).mean(-1, keepdim=True)        # (..., 1): mean square
         return x * torch.rsqrt(ms + self.eps) * self.weight  # (..., d_model)
 
 # %% ../nbs/09a_modern_blocks.ipynb #31cf9b5d
-def gelu(x, approximate='none'):
+def gelu(x: torch.Tensor, approximate: str = 'none') -> torch.Tensor:
     "x·Φ(x) with Φ the standard normal CDF; `approximate='tanh'` for the tanh formula (as `F.gelu`)."
     if approximate == 'none': return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
     if approximate == 'tanh': return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
     raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
 
-def silu(x):
+def silu(x: torch.Tensor) -> torch.Tensor:
     "x·σ(x), the gate of SwiGLU (as `F.silu`)."
     return x * torch.sigmoid(x)
 
 # %% ../nbs/09a_modern_blocks.ipynb #3e5660cf
 class SwiGLUFeedForward(nn.Module):
     "(SiLU(x W_gate) ⊙ x W_up) W_down, without biases (Shazeer 2020); dropout on the gated hidden layer."
-    def __init__(self, d_model, d_ff, dropout=0.0):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
         _check_positive_int('d_model', d_model); _check_positive_int('d_ff', d_ff)
         self.d_model = d_model
@@ -49,7 +49,7 @@ class SwiGLUFeedForward(nn.Module):
         self.w_down = nn.Linear(d_ff, d_model, bias=False)  # W_2
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_width('SwiGLUFeedForward', x, self.d_model)
         hidden = F.silu(self.w_gate(x)) * self.w_up(x)  # (B, L, d_ff)
         return self.w_down(self.dropout(hidden))       # (B, L, d_model)

@@ -6,6 +6,7 @@
 __all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'copy_mha_to_torch', 'to_torch_attn_mask']
 
 # %% ../nbs/03_multi_head_attention.ipynb #1666bee5
+from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -19,7 +20,7 @@ def _check_heads(d_model, num_heads):
     if d_model % num_heads:
         raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
 
-def split_heads(x, num_heads):
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     "`(B, L, d_model) -> (B, num_heads, L, d_model // num_heads)`: head `h` gets features `h*d_head` to `(h+1)*d_head`."
     B, L, d_model = x.shape
     _check_heads(d_model, num_heads)
@@ -27,7 +28,7 @@ def split_heads(x, num_heads):
     return x.view(B, L, num_heads, d_model // num_heads).transpose(1, 2)  # (B, H, L, d_head)
 
 # %% ../nbs/03_multi_head_attention.ipynb #22aaccc7
-def merge_heads(x):
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
     "`(B, H, L, d_head) -> (B, L, H * d_head)`, the exact inverse of `split_heads`."
     B, H, L, d_head = x.shape
     return x.transpose(1, 2).reshape(B, L, H * d_head)  # (B, L, d_model)
@@ -46,7 +47,7 @@ def _check_inputs(query, key, value, d_model):
 # %% ../nbs/03_multi_head_attention.ipynb #9845194f
 class MultiHeadAttention(nn.Module):
     "Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o`; `mask` is boolean, True = may attend."
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
         _check_heads(d_model, num_heads)
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
@@ -56,7 +57,8 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, query, key, value, mask=None, need_weights=True):
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None,
+                need_weights: bool = True) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         "Attend from `query` (B, Lq, d_model) to `key`/`value` (B, Lk, d_model); returns (output, weights (B, H, Lq, Lk) or None)."
         _check_inputs(query, key, value, self.d_model)
         B, Lq, Lk = query.size(0), query.size(1), key.size(1)
@@ -74,7 +76,7 @@ class MultiHeadAttention(nn.Module):
         return self.w_o(merge_heads(out)), weights  # (B, Lq, d_model), (B, H, Lq, Lk) or None
 
 # %% ../nbs/03_multi_head_attention.ipynb #46d799fa
-def copy_mha_to_torch(mha, torch_mha):
+def copy_mha_to_torch(mha: "MultiHeadAttention", torch_mha: nn.MultiheadAttention) -> nn.MultiheadAttention:
     "Copy `mha`'s weights into `torch_mha`, an `nn.MultiheadAttention(d_model, num_heads, batch_first=True)`; returns it."
     if (torch_mha.embed_dim, torch_mha.num_heads) != (mha.d_model, mha.num_heads):
         raise ValueError(f"torch_mha has embed_dim={torch_mha.embed_dim}, num_heads={torch_mha.num_heads}; "
@@ -90,7 +92,7 @@ def copy_mha_to_torch(mha, torch_mha):
     return torch_mha
 
 # %% ../nbs/03_multi_head_attention.ipynb #0546b572
-def to_torch_attn_mask(mask, batch_size, num_heads, lq, lk):
+def to_torch_attn_mask(mask: Optional[torch.Tensor], batch_size: int, num_heads: int, lq: int, lk: int) -> Optional[torch.Tensor]:
     "Our mask (True = may attend, broadcastable to `(B, H, Lq, Lk)`) as `nn.MultiheadAttention`'s `attn_mask` `(B*H, Lq, Lk)`, True = blocked."
     _check_mask(mask, (batch_size, num_heads, lq, lk))
     return (~mask).expand(batch_size, num_heads, lq, lk).reshape(batch_size * num_heads, lq, lk)

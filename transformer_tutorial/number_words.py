@@ -7,7 +7,7 @@ __all__ = ['ONES', 'TENS', 'WORDS', 'DIGITS', 'number_to_words', 'NumberWords']
 
 # %% ../nbs/11c_number_words.ipynb #87e41976
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 import torch
 from .training import PAD, END, Task
 
@@ -18,7 +18,7 @@ TENS = 'twenty thirty forty fifty sixty seventy eighty ninety'.split()
 WORDS = ONES + TENS + ['hundred', 'thousand']   # the target vocabulary, after the 3 special tokens
 DIGITS = '0123456789'                           # the source vocabulary, after the 3 special tokens
 
-def number_to_words(n):
+def number_to_words(n: int) -> str:
     "English words for an integer 0 <= n < 1,000,000, without 'and' or hyphens: 1234 -> 'one thousand two hundred thirty four'."
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 10 ** 6:
         raise ValueError(f"n must be an integer from 0 to 999999, got {n!r}")
@@ -62,7 +62,7 @@ class NumberWords(Task):
             found.append(n[_heldout(n) == heldout])
         return torch.cat(found)[:batch_size].tolist()
 
-    def encode_numbers(self, numbers):
+    def encode_numbers(self, numbers: Sequence[int]) -> torch.Tensor:
         "Source ids (B, max_digits), digits then pads, and target ids (B, max_tgt_len), words then END then pads."
         src = torch.full((len(numbers), self.max_src_len), PAD)
         tgt = torch.full((len(numbers), self.max_tgt_len), PAD)

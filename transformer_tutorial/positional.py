@@ -12,7 +12,7 @@ from torch import nn
 from .validation import _check_positive_int
 
 # %% ../nbs/06_positional_encoding.ipynb #435236cd
-def sinusoidal_positional_encoding(max_len, d_model):
+def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
     "PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same angle); (max_len, d_model), odd d_model too."
     _check_positive_int('max_len', max_len); _check_positive_int('d_model', d_model)
     position = torch.arange(max_len, dtype=torch.float32)[:, None]                         # (max_len, 1)
@@ -26,13 +26,13 @@ def sinusoidal_positional_encoding(max_len, d_model):
 # %% ../nbs/06_positional_encoding.ipynb #a7cc30d8
 class PositionalEncoding(nn.Module):
     "Add the sinusoidal encoding to (B, L, d_model) embeddings, then dropout."
-    def __init__(self, d_model, max_len=5000, dropout=0.0):
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         self.dropout = nn.Dropout(dropout)
         self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model), persistent=False)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 3 or x.size(-1) != self.d_model:
             raise ValueError(f"expected input shaped (B, L, d_model={self.d_model}), got {tuple(x.shape)}")
         L = x.size(1)

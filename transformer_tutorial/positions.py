@@ -8,6 +8,7 @@ __all__ = ['SCHEMES', 'LearnedPositionalEmbedding', 'relative_positions', 'ShawR
            'position_model', 'copy_sequences', 'train_position_model', 'length_accuracy']
 
 # %% ../nbs/09b_positions.ipynb #7efd2ed4
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 import math
 import torch
 from torch import nn
@@ -24,14 +25,14 @@ from .copy_task import HELDOUT_SEED
 # %% ../nbs/09b_positions.ipynb #f7b50ea5
 class LearnedPositionalEmbedding(nn.Module):
     "Add row `pos` of a trainable `nn.Embedding(max_len, d_model)` to the embedding at position `pos` of (B, L, d_model), then dropout."
-    def __init__(self, max_len, d_model, dropout=0.0):
+    def __init__(self, max_len: int, d_model: int, dropout: float = 0.0):
         super().__init__()
         _check_positive_int('max_len', max_len); _check_positive_int('d_model', d_model)
         self.max_len, self.d_model = max_len, d_model
         self.table = nn.Embedding(max_len, d_model)  # P: one row per position, N(0, 1) until trained
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 3 or x.size(-1) != self.d_model:
             raise ValueError(f"expected input shaped (B, L, d_model={self.d_model}), got {tuple(x.shape)}")
         L = x.size(1)
@@ -41,7 +42,7 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.dropout(x + self.table(torch.arange(L, device=x.device)))  # (B, L, d_model) + (L, d_model)
 
 # %% ../nbs/09b_positions.ipynb #90e8df2c
-def relative_positions(lq, lk=None, max_distance=None, device=None):
+def relative_positions(lq: int, lk: Optional[int] = None, max_distance: Optional[int] = None, device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
     "(Lq, Lk) integer tensor of j - i, key position minus query position, clipped to [-max_distance, max_distance] if given."
     lk = lq if lk is None else lk
     _check_positive_int('lq', lq); _check_positive_int('lk', lk)
@@ -52,7 +53,7 @@ def relative_positions(lq, lk=None, max_distance=None, device=None):
 
 class ShawRelativePositions(nn.Module):
     "Learned vectors w^K_r (and w^V_r) for the clipped distances r = -k..k, shared by all heads; returns a^K, a^V, each (Lq, Lk, d_head)."
-    def __init__(self, d_head, max_distance, values=True):
+    def __init__(self, d_head: int, max_distance: int, values: bool = True):
         super().__init__()
         _check_positive_int('d_head', d_head); _check_positive_int('max_distance', max_distance)
         self.d_head, self.max_distance = d_head, max_distance
@@ -61,13 +62,14 @@ class ShawRelativePositions(nn.Module):
         for table in (self.key_table, self.value_table):
             if table is not None: nn.init.normal_(table.weight, std=d_head ** -0.5)      # rows of length about 1
 
-    def forward(self, lq, lk=None):
+    def forward(self, lq: int, lk: Optional[int] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         index = relative_positions(lq, lk, self.max_distance, self.key_table.weight.device) + self.max_distance  # (Lq, Lk) in [0, 2k]
         a_value = None if self.value_table is None else self.value_table(index)
         return self.key_table(index), a_value  # (Lq, Lk, d_head), (Lq, Lk, d_head) or None
 
 # %% ../nbs/09b_positions.ipynb #dd0713a3
-def relative_attention(query, key, value, mask=None, bias=None, rel_key=None, rel_value=None, dropout=None):
+def relative_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None, rel_key: Optional[torch.Tensor] = None,
+                       rel_value: Optional[torch.Tensor] = None, dropout: Optional[nn.Dropout] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "Chapter 1's attention plus three optional position terms: q_i·a^K_ij in the score, an additive `bias`, and Σ_j α_ij a^V_ij in the output."
     _check_attention_inputs(query, key, value)
     Lq, Lk, d_k = query.size(-2), key.size(-2), query.size(-1)
@@ -89,13 +91,13 @@ def relative_attention(query, key, value, mask=None, bias=None, rel_key=None, re
     return out, weights
 
 # %% ../nbs/09b_positions.ipynb #0cfe953d
-def rope_frequencies(d_head, base=10000.0, dtype=torch.float64, device=None):
+def rope_frequencies(d_head: int, base: float = 10000.0, dtype: torch.dtype = torch.float64, device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
     "θ_i = base^(-2i/d_head) for the d_head/2 feature pairs i = 0, 1, ..., shaped (d_head // 2,)."
     _check_positive_int('d_head', d_head)
     if d_head % 2: raise ValueError(f"RoPE rotates pairs of features, so d_head must be even, got {d_head}")
     return (base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)).to(dtype=dtype, device=device)
 
-def apply_rope(x, positions=None, base=10000.0):
+def apply_rope(x: torch.Tensor, positions: Optional[torch.Tensor] = None, base: float = 10000.0) -> torch.Tensor:
     "Rotate each feature pair (x_2i, x_2i+1) of x (..., L, d) by the angle m·θ_i, m the row's position (0..L-1 unless given)."
     L, d = x.size(-2), x.size(-1)
     if positions is None: positions = torch.arange(L, device=x.device)
@@ -108,13 +110,13 @@ def apply_rope(x, positions=None, base=10000.0):
     return rotated.flatten(-2)                                                              # (..., L, d), pairs back in place
 
 # %% ../nbs/09b_positions.ipynb #5ee303fd
-def alibi_slopes(num_heads, dtype=torch.float32, device=None):
+def alibi_slopes(num_heads: int, dtype: torch.dtype = torch.float32, device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
     "m_h = 2^(-8h/H) for heads h = 1..H: the geometric sequence that starts at 2^(-8/H) and has that ratio; shaped (H,)."
     _check_positive_int('num_heads', num_heads)
     h = torch.arange(1, num_heads + 1, dtype=torch.float64)
     return (2.0 ** (-8.0 * h / num_heads)).to(dtype=dtype, device=device)
 
-def alibi_bias(num_heads, length, dtype=torch.float32, device=None):
+def alibi_bias(num_heads: int, length: int, dtype: torch.dtype = torch.float32, device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
     "The (H, L, L) bias -m_h·(i - j) for query i and key j; for causal attention (j > i gives positive entries, to be masked)."
     distance = relative_positions(length, device=device).to(dtype)                 # (L, L): j - i
     return alibi_slopes(num_heads, dtype, device)[:, None, None] * distance      # (H, L, L) = -m_h (i - j)
@@ -127,14 +129,15 @@ def _check_scheme(scheme):
 
 class PositionalSelfAttention(MultiHeadAttention):
     "Self-attention whose scores see positions by `scheme`: Shaw's a^K and a^V, RoPE's rotated q and k, or ALiBi's bias; 'sinusoidal' and 'learned' add nothing here."
-    def __init__(self, d_model, num_heads, scheme, max_distance=16, dropout=0.0):
+    def __init__(self, d_model: int, num_heads: int, scheme: str, max_distance: int = 16, dropout: float = 0.0):
         super().__init__(d_model, num_heads, dropout)
         _check_scheme(scheme)
         self.scheme = scheme
         self.relative = ShawRelativePositions(self.d_head, max_distance) if scheme == 'shaw' else None
         if scheme == 'rope': rope_frequencies(self.d_head)  # refuses an odd d_head now, not at the first forward
 
-    def forward(self, query, key, value, mask=None, need_weights=True):
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None,
+                need_weights: bool = True) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         "Tokens at positions 0..L-1 attend to each other: query, key, value (B, L, d_model); returns (output, weights (B, H, L, L) or None)."
         _check_inputs(query, key, value, self.d_model)
         B, L = query.size(0), query.size(1)
@@ -153,7 +156,8 @@ class PositionalSelfAttention(MultiHeadAttention):
 # %% ../nbs/09b_positions.ipynb #4de71a6b
 class PositionLM(nn.Module):
     "A dropout-free decoder-only Transformer from the course's parts (`Embeddings`, the pre-LN `Encoder` under a causal mask) with positions by `scheme`."
-    def __init__(self, vocab_size, scheme, d_model=64, num_heads=4, num_layers=2, d_ff=128, max_len=64, max_distance=16):
+    def __init__(self, vocab_size: int, scheme: str, d_model: int = 64, num_heads: int = 4, num_layers: int = 2, d_ff: int = 128,
+                 max_len: int = 64, max_distance: int = 16):
         super().__init__()
         _check_scheme(scheme)
         self.scheme = scheme
@@ -166,20 +170,20 @@ class PositionLM(nn.Module):
             layer.self_attn = PositionalSelfAttention(d_model, num_heads, scheme, max_distance)
         self.generator = nn.Linear(d_model, vocab_size)
 
-    def forward(self, tokens):
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         "Next-token logits (B, L, vocab_size) for `tokens` (B, L): position t sees tokens 0..t only."
         if tokens.dim() != 2: raise ValueError(f"tokens must be shaped (B, L), got {tuple(tokens.shape)}")
         x = self.positions(self.embed(tokens))                                   # (B, L, d_model)
         return self.generator(self.stack(x, causal_mask(tokens.size(1), tokens.device)))  # (B, L, vocab_size)
 
-def position_model(scheme, seed=0, num_symbols=32, **sizes):
+def position_model(scheme: str, seed: int = 0, num_symbols: int = 32, **sizes) -> nn.Module:
     "A `PositionLM` for `num_symbols` data tokens (+ PAD, START, END), initialized from `seed` without touching the global RNG."
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return PositionLM(num_symbols + 3, scheme, **sizes)
 
 # %% ../nbs/09b_positions.ipynb #07647310
-def copy_sequences(lengths, num_symbols, generator=None):
+def copy_sequences(lengths: Sequence[int], num_symbols: int, generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "Rows `START x_1..x_n END x_1..x_n END` (n distinct data tokens, n from `lengths`), right-padded; returns inputs and next-token targets, both (B, 2·max(n) + 2), targets PAD except on the copy and its END."
     lengths = torch.as_tensor(lengths)
     if lengths.dim() != 1 or lengths.numel() == 0 or lengths.is_floating_point() or lengths.dtype == torch.bool:
@@ -199,7 +203,8 @@ def copy_sequences(lengths, num_symbols, generator=None):
     return seq[:, :-1], targets                               # (B, T), (B, T)
 
 # %% ../nbs/09b_positions.ipynb #39b59b2c
-def train_position_model(scheme, seed=0, steps=700, batch_size=32, train_lengths=(1, 8), num_symbols=32, lr=5e-3, warmup=100, **sizes):
+def train_position_model(scheme: str, seed: int = 0, steps: int = 700, batch_size: int = 32, train_lengths: Tuple[int, int] = (1, 8),
+                         num_symbols: int = 32, lr: float = 5e-3, warmup: int = 100, **sizes) -> Tuple[nn.Module, List[float]]:
     "Train `position_model(scheme, seed)` on `copy_sequences` with n uniform in `train_lengths`; returns (model in eval mode, loss per step)."
     _check_positive_int('steps', steps); _check_positive_int('batch_size', batch_size)
     lo, hi = train_lengths
@@ -219,7 +224,7 @@ def train_position_model(scheme, seed=0, steps=700, batch_size=32, train_lengths
     return model.eval(), losses
 
 @torch.no_grad()
-def length_accuracy(model, lengths, num_symbols=32, n=200, seed=HELDOUT_SEED):
+def length_accuracy(model: nn.Module, lengths: Sequence[int], num_symbols: int = 32, n: int = 200, seed: int = HELDOUT_SEED) -> Dict[int, dict]:
     "Per copy length: exact match, token accuracy and accuracy by copied position on `n` fresh rows, teacher-forced (its exact match is greedy decoding's)."
     _check_positive_int('n', n)
     device = next(model.parameters()).device

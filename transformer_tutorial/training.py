@@ -4,14 +4,14 @@
 
 # %% auto #0
 __all__ = ['PAD', 'START', 'END', 'select_device', 'shift_right', 'Batch', 'make_batch', 'Task', 'sequence_loss',
-           'warmup_inverse_sqrt', 'make_optimizer', 'train', 'record_attention']
+           'warmup_inverse_sqrt', 'make_optimizer', 'train_step', 'train', 'record_attention']
 
 # %% ../nbs/10_training.ipynb #e3c5528c
 import math
 from abc import ABC, abstractmethod
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -21,7 +21,7 @@ from .multi_head import MultiHeadAttention
 # %% ../nbs/10_training.ipynb #4bdaba95
 def _mps_available(): return getattr(torch.backends, 'mps', None) is not None and torch.backends.mps.is_available()
 
-def select_device(device=None):
+def select_device(device: Optional[Union[str, torch.device]] = None) -> torch.device:
     "The given device (checked: it must exist on this machine), else cuda, then mps, then cpu."
     if device is None:
         return torch.device('cuda' if torch.cuda.is_available() else 'mps' if _mps_available() else 'cpu')
@@ -39,7 +39,7 @@ def select_device(device=None):
     return device
 
 # %% ../nbs/10_training.ipynb #0b918507
-def shift_right(tgt, start_id):
+def shift_right(tgt: torch.Tensor, start_id: int) -> torch.Tensor:
     "Decoder input: the start token, then the target without its last token."
     start = torch.full_like(tgt[:, :1], start_id)
     return torch.cat([start, tgt[:, :-1]], dim=1)  # (B, Lt)
@@ -48,9 +48,9 @@ def shift_right(tgt, start_id):
 class Batch:
     "One training batch: source, decoder input, labels and both masks."
     src: torch.Tensor; tgt_in: torch.Tensor; tgt_out: torch.Tensor; src_mask: torch.Tensor; tgt_mask: torch.Tensor
-    def to(self, device): return Batch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
+    def to(self, device: Union[str, torch.device]) -> 'Batch': return Batch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
 
-def make_batch(src, tgt, pad_id, start_id):
+def make_batch(src: torch.Tensor, tgt: torch.Tensor, pad_id: int, start_id: int) -> Batch:
     "Build a `Batch` from padded source ids (B, Ls) and target ids (B, Lt) that end with the end token."
     tgt_in = shift_right(tgt, start_id)
     return Batch(src, tgt_in, tgt, padding_mask(src, pad_id), target_mask(tgt_in, pad_id))
@@ -114,14 +114,14 @@ class Task(ABC):
         return self.max_tgt_len
 
 # %% ../nbs/10_training.ipynb #0c60b952
-def sequence_loss(logits, target, pad_id, label_smoothing=0.0):
+def sequence_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, label_smoothing: float = 0.0) -> torch.Tensor:
     "Mean cross-entropy over non-pad target tokens; `logits` (B, L, V), `target` (B, L)."
     if logits.shape[:2] != target.shape:
         raise ValueError(f"logits (B, L, V) and target (B, L) disagree: {tuple(logits.shape)} vs {tuple(target.shape)}")
     return F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=pad_id, label_smoothing=label_smoothing)
 
 # %% ../nbs/10_training.ipynb #bb522811
-def warmup_inverse_sqrt(warmup, total=None, cooldown=0.0, floor=0.0):
+def warmup_inverse_sqrt(warmup: int, total: Optional[int] = None, cooldown: float = 0.0, floor: float = 0.0) -> Callable[[int], float]:
     "LR factor: linear warmup to 1 at step `warmup`, then 1/√step decay; optionally a linear cooldown over the last `cooldown` fraction of `total` steps, down to `floor` times the decay, which then stays."
     if warmup < 1: raise ValueError(f"warmup must be at least 1 step, got {warmup}")
     if cooldown and not total: raise ValueError("a cooldown needs the total number of steps (total=...)")
@@ -134,7 +134,8 @@ def warmup_inverse_sqrt(warmup, total=None, cooldown=0.0, floor=0.0):
         return f
     return factor
 
-def make_optimizer(model, lr, warmup, weight_decay=0.0, total=None, cooldown=0.0, floor=0.0):
+def make_optimizer(model: nn.Module, lr: float, warmup: int, weight_decay: float = 0.0, total: Optional[int] = None, cooldown: float = 0.0,
+                   floor: float = 0.0) -> Tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
     "AdamW with the paper's betas and eps, and the warmup/inverse-sqrt schedule (see `warmup_inverse_sqrt`) as a `LambdaLR`."
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=weight_decay)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_inverse_sqrt(warmup, total, cooldown, floor))
@@ -154,9 +155,26 @@ def _autocast(device):
     return torch.autocast('cuda', dtype=dtype), scaler
 
 # %% ../nbs/10_training.ipynb #fa4dae3a
-def train(model, next_batch, steps, optimizer, scheduler, pad_id, label_smoothing=0.0, clip=1.0,
-          device=None, history=None, progress=True, desc='train'):
-    "Train for `steps` batches from `next_batch()` (moved to the model's device, or to `device` with the model); returns the history dict of loss, accuracy and lr per step."
+def train_step(model: nn.Module, batch: Batch, optimizer: torch.optim.Optimizer, pad_id: int, label_smoothing: float = 0.0,
+               clip: float = 1.0, amp=None, scaler=None) -> Tuple[float, float]:
+    "One optimizer step on `batch` (moved to the model's device): forward under `amp`, loss, backward, clip, step; returns (loss, token accuracy)."
+    b = batch.to(next(model.parameters()).device)
+    with amp or nullcontext():
+        logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)                # (B, Lt, V)
+        loss = sequence_loss(logits.float(), b.tgt_out, pad_id, label_smoothing)
+    optimizer.zero_grad(set_to_none=True)
+    if scaler: scaler.scale(loss).backward(); scaler.unscale_(optimizer)  # unscale so clipping sees true norms
+    else: loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), clip)
+    if scaler: scaler.step(optimizer); scaler.update()
+    else: optimizer.step()
+    real = b.tgt_out != pad_id
+    return loss.item(), ((logits.argmax(-1) == b.tgt_out) & real).sum().item() / real.sum().item()
+
+def train(model: nn.Module, next_batch: Callable[[], Batch], steps: int, optimizer: torch.optim.Optimizer, scheduler, pad_id: int,
+          label_smoothing: float = 0.0, clip: float = 1.0, device: Optional[Union[str, torch.device]] = None, history: Optional[dict] = None,
+          progress: bool = True, desc: str = 'train', step: Callable[..., Tuple[float, float]] = train_step) -> dict:
+    "Train for `steps` batches from `next_batch()` with `step` (the model moved to `device` if given); returns the history dict of loss, accuracy and lr per step."
     from tqdm.auto import tqdm
     device = next(model.parameters()).device if device is None else select_device(device)
     model.to(device).train()
@@ -164,27 +182,17 @@ def train(model, next_batch, steps, optimizer, scheduler, pad_id, label_smoothin
     amp, scaler = _autocast(device)
     bar = tqdm(range(steps), disable=not progress, leave=False, desc=desc)
     for _ in bar:
-        b = next_batch().to(device)
-        with amp:
-            logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)                # (B, Lt, V)
-            loss = sequence_loss(logits.float(), b.tgt_out, pad_id, label_smoothing)
-        optimizer.zero_grad(set_to_none=True)
-        if scaler: scaler.scale(loss).backward(); scaler.unscale_(optimizer)  # unscale so clipping sees true norms
-        else: loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), clip)
-        if scaler: scaler.step(optimizer); scaler.update()
-        else: optimizer.step()
-        lr = scheduler.get_last_lr()[0]  # the lr this step used
+        lr = scheduler.get_last_lr()[0]  # the lr this step uses
+        loss, acc = step(model, next_batch(), optimizer, pad_id, label_smoothing, clip, amp, scaler)
         scheduler.step()
-        real = b.tgt_out != pad_id
-        acc = ((logits.argmax(-1) == b.tgt_out) & real).sum().item() / real.sum().item()
-        history['loss'].append(loss.item()); history['accuracy'].append(acc); history['lr'].append(lr)
-        bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.2e}")
+        history['loss'].append(loss); history['accuracy'].append(acc); history['lr'].append(lr)
+        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")
     return history
+
 
 # %% ../nbs/10_training.ipynb #4e375a12
 @contextmanager
-def record_attention(model):
+def record_attention(model: nn.Module) -> Iterator[Dict[str, torch.Tensor]]:
     "Within the block, every `MultiHeadAttention` in `model` keeps its weights (B, H, Lq, Lk) in the yielded dict, by module name."
     maps, handles = {}, []
     def force_weights(module, args, kwargs): return args, {**kwargs, 'need_weights': True}

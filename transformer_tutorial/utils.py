@@ -8,8 +8,10 @@ __all__ = ['VEGA_VERSIONS', 'heatmap', 'heatmap_grid', 'draw_architecture', 'plo
            'attention_explorer_chart', 'atomic_write']
 
 # %% ../nbs/90_utils.ipynb #51c7c379
-def heatmap(matrix, xlabels=None, ylabels=None, ax=None, title=None, cmap='viridis', annotate=False,
-            vmin=None, vmax=None, xlabel=None, ylabel=None, fmt='.2f', colorbar=True, aspect='auto'):
+from typing import IO, Iterator, Optional, Sequence, Union
+def heatmap(matrix, xlabels: Optional[Sequence] = None, ylabels: Optional[Sequence] = None, ax=None, title: Optional[str] = None,
+            cmap: str = 'viridis', annotate: bool = False, vmin: Optional[float] = None, vmax: Optional[float] = None,
+            xlabel: Optional[str] = None, ylabel: Optional[str] = None, fmt: str = '.2f', colorbar: bool = True, aspect: str = 'auto'):
     "Draw a 2-D tensor or array as a labelled heatmap (`aspect='equal'` for square cells); returns the matplotlib Axes."
     import matplotlib.pyplot as plt
     import numpy as np
@@ -32,8 +34,9 @@ def heatmap(matrix, xlabels=None, ylabels=None, ax=None, title=None, cmap='virid
     return ax
 
 # %% ../nbs/90_utils.ipynb #274bfd00
-def heatmap_grid(matrices, titles=None, ncols=4, xlabels=None, ylabels=None, suptitle=None, cmap='viridis',
-                 vmin=None, vmax=None, size=2.6, colorbar=True, aspect='equal'):
+def heatmap_grid(matrices: Sequence, titles: Optional[Sequence[str]] = None, ncols: int = 4, xlabels: Optional[Sequence] = None,
+                 ylabels: Optional[Sequence] = None, suptitle: Optional[str] = None, cmap: str = 'viridis', vmin: Optional[float] = None,
+                 vmax: Optional[float] = None, size: float = 2.6, colorbar: bool = True, aspect: str = 'equal'):
     "Draw 2-D matrices side by side on one colour scale (all their values unless `vmin`/`vmax` are given) with square cells and one colour bar; returns the Figure."
     import matplotlib.pyplot as plt
     import numpy as np
@@ -55,7 +58,7 @@ def heatmap_grid(matrices, titles=None, ncols=4, xlabels=None, ylabels=None, sup
 
 
 # %% ../nbs/90_utils.ipynb #ef81a8e9
-def draw_architecture(norm_first=True, ax=None):
+def draw_architecture(norm_first: bool = True, ax=None):
     "Draw the encoder-decoder Transformer (pre-LN or post-LN) with matplotlib; returns the Axes."
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch, FancyArrowPatch, Circle
@@ -135,7 +138,7 @@ def draw_architecture(norm_first=True, ax=None):
     return ax
 
 # %% ../nbs/90_utils.ipynb #e44ee74d
-def plot_positional_encoding(d_model=64, max_len=100, dims=(0, 6, 12, 20)):
+def plot_positional_encoding(d_model: int = 64, max_len: int = 100, dims: Sequence[int] = (0, 6, 12, 20)):
     "Heatmap of the (max_len, d_model) encoding beside curves of the chosen dimensions; returns the Figure."
     import math
     import matplotlib.pyplot as plt
@@ -157,7 +160,7 @@ def plot_positional_encoding(d_model=64, max_len=100, dims=(0, 6, 12, 20)):
     return fig
 
 # %% ../nbs/90_utils.ipynb #17c5b4cf
-def positional_encoding_explorer(d_model=64, max_len=100, dims='0, 6, 12, 20'):
+def positional_encoding_explorer(d_model: int = 64, max_len: int = 100, dims: str = '0, 6, 12, 20'):
     "Sliders for d_model and max_len and a text box of dimensions, redrawing `plot_positional_encoding` (Jupyter/Colab)."
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
@@ -175,7 +178,7 @@ import json
 
 VEGA_VERSIONS = dict(vega_version='6.4.0', vegalite_version='6.4.1', vegaembed_version='7.3.0')  # for Altair 6's Vega-Lite 6 schema
 
-def show_chart(chart):
+def show_chart(chart) -> None:
     "Display an Altair chart as HTML loading the pinned Vega versions (Jupyter, Colab and the static site); the renderer setting is restored."
     import altair as alt
     from IPython.display import display
@@ -187,7 +190,7 @@ def _unpack(chart, group, idx):
     return (chart.transform_flatten(['v']).transform_window(**{idx: 'row_number()'}, groupby=group)
             .transform_calculate(**{idx: f'datum.{idx} - 1'}))
 
-def positional_encoding_explorer_chart(max_len=100, d_model=64):
+def positional_encoding_explorer_chart(max_len: int = 100, d_model: int = 64):
     "Heatmap of the sinusoidal encoding beside the curve of one dimension; a dropdown picks d_model, a slider the dimension."
     import altair as alt
     from transformer_tutorial.positional import sinusoidal_positional_encoding
@@ -218,7 +221,7 @@ def positional_encoding_explorer_chart(max_len=100, d_model=64):
     return alt.hconcat(left, line, data=alt.Data(values=rows), spacing=20).add_params(dm, dim)
 
 # %% ../nbs/90_utils.ipynb #ec4f7805
-def mask_explorer_chart(max_len=8):
+def mask_explorer_chart(max_len: int = 8):
     "L x L grid of which keys each query may attend to under a padding, causal or combined mask; sliders pick L and n."
     import altair as alt, torch
     from transformer_tutorial.masks import padding_mask, causal_mask
@@ -249,7 +252,7 @@ def mask_explorer_chart(max_len=8):
         subtitle='padding: key j < n;  causal: j ≤ i;  combined: both')).add_params(L, n, kind)
 
 # %% ../nbs/90_utils.ipynb #06e381e3
-def attention_explorer_chart(weights, src_tokens, out_tokens, title=''):
+def attention_explorer_chart(weights, src_tokens: Sequence[str], out_tokens: Sequence[str], title: str = ''):
     "One head's (Lq, Lk) attention heatmap with the chosen query row outlined, beside that row's weights as bars."
     import altair as alt
     if weights.dim() != 3: raise ValueError(f'weights must be shaped (H, Lq, Lk), got {tuple(weights.shape)}')
@@ -287,7 +290,7 @@ import os, uuid
 from contextlib import contextmanager
 
 @contextmanager
-def atomic_write(path, mode='w', encoding=None):
+def atomic_write(path: Union[str, os.PathLike], mode: str = 'w', encoding: Optional[str] = None) -> Iterator[IO]:
     "Yield a file open on a temporary name beside `path`; rename it over `path` when the block succeeds, delete it when it fails."
     path = os.fspath(path)
     if os.path.isdir(path): raise IsADirectoryError(f"{path} is a folder; expected a file path to write")
