@@ -172,3 +172,19 @@ def test_beam_search_is_as_wide_as_its_longest_chosen_answer(seed):
     out = beam_search(random_model(seed, vocab=5).eval(), padded_batch(seed, vocab=5), 12, beam_size=3)
     ends = [int((row == END).nonzero()[0]) + 1 if (row == END).any() else 12 for row in out]
     assert out.size(1) == max(ends)
+
+
+def test_the_cache_refuses_to_decode_inside_record_attention():
+    "record_attention sees whole forward passes only: a cached decode inside it would return maps without the decoder, so it raises."
+    from transformer_tutorial.training import record_attention
+    model = Transformer(13, 13, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.0, max_len=16).eval()
+    src = torch.tensor([[3, 4, 5]])
+    with record_attention(model) as attn:
+        for decode in (lambda: greedy_decode(model, src, 4), lambda: beam_search(model, src, 4, beam_size=2)):
+            with pytest.raises(ValueError, match=r"inside record_attention.*use_cache=False"): decode()
+        greedy_decode(model, src, 4, use_cache=False)
+        with record_attention(model.decoder):  # a nested block on a part: leaving it keeps the outer one recording
+            pass
+        with pytest.raises(ValueError, match='inside record_attention'): greedy_decode(model, src, 4)
+    assert len(attn) == 3 and all(m.size(-1) == 3 for n, m in attn.items() if 'cross' in n)
+    assert torch.equal(greedy_decode(model, src, 4), greedy_decode(model, src, 4, use_cache=False))  # outside: the cache again

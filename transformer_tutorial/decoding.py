@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from .validation import _check_positive_int
 from .masks import padding_mask, causal_mask
 from .multi_head import split_heads, merge_heads
-from .training import PAD, START, END
+from .training import PAD, START, END, _RECORDING
 
 # %% ../nbs/11b_decoding.ipynb #87df13d7
 def _check_generation(model, src, max_len):
@@ -31,6 +31,10 @@ def _check_generation(model, src, max_len):
 class KVCache:
     "A decoder's keys and values while generating: self-attention's (N, B, H, max_len, d_head), filled one position per step, and cross-attention's, computed once from the memory."
     def __init__(self, model: torch.nn.Module, memory: torch.Tensor, max_len: int):
+        if any(m in _RECORDING for m in model.modules()):
+            raise ValueError("decoding with the key/value cache inside record_attention: the cache computes each new position outside "
+                             "the attention modules' forward pass, so the decoder's maps would be missing; use "
+                             "greedy_decode(..., use_cache=False) there (beam search always uses the cache)")
         H, layers = model.config.num_heads, model.decoder.layers
         B, d_head = memory.size(0), model.config.d_model // H
         self.cross = [(split_heads(l.cross_attn.w_k(memory), H), split_heads(l.cross_attn.w_v(memory), H))  # (B, H, Ls, d_head)

@@ -21,6 +21,7 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
 import math
+from typing import Optional, Tuple
 import torch
 from torch import nn
 from .multi_head import MultiHeadAttention, split_heads, merge_heads
@@ -33,7 +34,7 @@ from .attention import scaled_dot_product_attention
 # %% ../nbs/14_pitfalls.ipynb #c632d43c
 MUTANTS = {}  # name -> (name of the check in transformer_tutorial.checks, mutant, substring the check's message must contain)
 
-def diagnose(name):
+def diagnose(name: str) -> str:
     "Run the self-check registered for mutant `name` on it and return the check's message."
     from transformer_tutorial import checks
     check, mutant, _ = MUTANTS[name]
@@ -42,14 +43,14 @@ def diagnose(name):
     raise AssertionError(f"{check} accepted the mutant {name}")
 
 # %% ../nbs/14_pitfalls.ipynb #f2b0d0ab
-def attention_scaled_by_d_k(query, key, value, mask=None):
+def attention_scaled_by_d_k(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: divides the scores by d_k, not sqrt(d_k)."
     scores = query @ key.transpose(-2, -1) / query.size(-1)
     if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
     weights = scores.softmax(-1)
     return weights @ value, weights
 
-def attention_unscaled(query, key, value, mask=None):
+def attention_unscaled(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: no scaling at all."
     scores = query @ key.transpose(-2, -1)
     if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
@@ -60,7 +61,7 @@ MUTANTS['attention_scaled_by_d_k'] = ('check_scaled_dot_product_attention', atte
 MUTANTS['attention_unscaled'] = ('check_scaled_dot_product_attention', attention_unscaled, 'no scaling')
 
 # %% ../nbs/14_pitfalls.ipynb #62247586
-def attention_softmax_over_queries(query, key, value, mask=None):
+def attention_softmax_over_queries(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: softmax over the query axis (dim=-2)."
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
     if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
@@ -70,20 +71,20 @@ def attention_softmax_over_queries(query, key, value, mask=None):
 MUTANTS['attention_softmax_over_queries'] = ('check_scaled_dot_product_attention', attention_softmax_over_queries, 'wrong axis')
 
 # %% ../nbs/14_pitfalls.ipynb #82bf393e
-def attention_mask_reversed(query, key, value, mask=None):
+def attention_mask_reversed(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: hides the keys the mask allows (treats True as 'masked')."
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
     if mask is not None: scores = scores.masked_fill(mask, float('-inf'))
     weights = scores.softmax(-1)
     return weights @ value, weights
 
-def attention_mask_after_softmax(query, key, value, mask=None):
+def attention_mask_after_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: zeroes masked weights after the softmax, so rows no longer sum to 1."
     weights = (query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))).softmax(-1)
     if mask is not None: weights = weights.masked_fill(~mask, 0.0)
     return weights @ value, weights
 
-def attention_mask_fill_tiny(query, key, value, mask=None):
+def attention_mask_fill_tiny(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: fills masked scores with +1e-9 (about 0) instead of -inf."
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
     if mask is not None: scores = scores.masked_fill(~mask, 1e-9)
@@ -95,7 +96,7 @@ MUTANTS['attention_mask_after_softmax'] = ('check_scaled_dot_product_attention',
 MUTANTS['attention_mask_fill_tiny'] = ('check_scaled_dot_product_attention', attention_mask_fill_tiny, '+1e-9')
 
 # %% ../nbs/14_pitfalls.ipynb #940f79f4
-def attention_key_value_swapped(query, key, value, mask=None):
+def attention_key_value_swapped(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: scores from the values, output mixes the keys."
     scores = query @ value.transpose(-2, -1) / math.sqrt(query.size(-1))
     if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
@@ -105,19 +106,19 @@ def attention_key_value_swapped(query, key, value, mask=None):
 MUTANTS['attention_key_value_swapped'] = ('check_scaled_dot_product_attention', attention_key_value_swapped, 'key and value swapped')
 
 # %% ../nbs/14_pitfalls.ipynb #a20db8fb
-def padding_mask_reversed(tokens, pad_id):
+def padding_mask_reversed(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     "MISTAKE: True on the padding."
     return (tokens == pad_id)[:, None, None, :]
 
-def padding_mask_flat(tokens, pad_id):
+def padding_mask_flat(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     "MISTAKE: (B, L), which broadcasts against (B, H, Lq, Lk) as if B were Lq."
     return tokens != pad_id
 
-def causal_mask_hides_diagonal(size):
+def causal_mask_hides_diagonal(size: int) -> torch.Tensor:
     "MISTAKE: strictly lower triangle; a position cannot see itself."
     return torch.ones(size, size, dtype=torch.bool).tril(-1)[None, None]
 
-def causal_mask_shows_future(size):
+def causal_mask_shows_future(size: int) -> torch.Tensor:
     "MISTAKE: upper triangle; every position sees the future."
     return torch.ones(size, size, dtype=torch.bool).triu()[None, None]
 
@@ -127,27 +128,27 @@ MUTANTS['causal_mask_hides_diagonal'] = ('check_causal_mask', causal_mask_hides_
 MUTANTS['causal_mask_shows_future'] = ('check_causal_mask', causal_mask_shows_future, 'shows the future')
 
 # %% ../nbs/14_pitfalls.ipynb #a6acd0d5
-def split_heads_chunks_of_num_heads(x, num_heads):
+def split_heads_chunks_of_num_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     "MISTAKE: chunks of size num_heads, so d_model // num_heads heads."
     B, L, d_model = x.shape
     return x.view(B, L, d_model // num_heads, num_heads).transpose(1, 2)
 
-def split_heads_interleaved(x, num_heads):
+def split_heads_interleaved(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     "MISTAKE: head h gets features h, h + H, h + 2H, ..."
     B, L, d_model = x.shape
     return x.view(B, L, d_model // num_heads, num_heads).permute(0, 3, 1, 2)
 
-def split_heads_no_transpose(x, num_heads):
+def split_heads_no_transpose(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     "MISTAKE: views (B, L, d_model) straight as (B, H, L, d_head)."
     B, L, d_model = x.shape
     return x.view(B, num_heads, L, d_model // num_heads)
 
-def merge_heads_no_transpose(x):
+def merge_heads_no_transpose(x: torch.Tensor) -> torch.Tensor:
     "MISTAKE: reshapes (B, H, L, d_head) to (B, L, d_model) without moving H back."
     B, H, L, d_head = x.shape
     return x.reshape(B, L, H * d_head)
 
-def merge_heads_permutes_batch(x):
+def merge_heads_permutes_batch(x: torch.Tensor) -> torch.Tensor:
     "MISTAKE: a permute that moves the batch axis away from the front."
     B, H, L, d_head = x.shape
     return x.permute(2, 0, 1, 3).reshape(B, L, H * d_head)
@@ -161,11 +162,11 @@ MUTANTS['merge_heads_permutes_batch'] = ('check_merge_heads', merge_heads_permut
 # %% ../nbs/14_pitfalls.ipynb #afc6900d
 class MultiHeadAttentionNoOutputProjection(nn.Module):
     "MISTAKE: concatenates the heads and stops; there is no W_O."
-    def __init__(self, d_model, num_heads):
+    def __init__(self, d_model: int, num_heads: int):
         super().__init__()
         self.num_heads = num_heads
         self.w_q, self.w_k, self.w_v = (nn.Linear(d_model, d_model) for _ in range(3))
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         w = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)))
         if mask is not None: w = w.masked_fill(~mask, float('-inf'))
@@ -174,7 +175,7 @@ class MultiHeadAttentionNoOutputProjection(nn.Module):
 
 class MultiHeadAttentionScaledByDModel(MultiHeadAttention):
     "MISTAKE: scales every head's scores by sqrt(d_model) instead of sqrt(d_head)."
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         w = q @ k.transpose(-2, -1) / math.sqrt(self.d_model)
         if mask is not None: w = w.masked_fill(~mask, float('-inf'))
@@ -183,7 +184,7 @@ class MultiHeadAttentionScaledByDModel(MultiHeadAttention):
 
 class MultiHeadAttentionViewNoTranspose(MultiHeadAttention):
     "MISTAKE: views the projections as (B, H, L, d_head) and back without transposing."
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         H, dh = self.num_heads, self.d_model // self.num_heads
         q, k, v = (f(t).view(t.size(0), H, t.size(1), dh) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         w = q @ k.transpose(-2, -1) / math.sqrt(dh)
@@ -193,7 +194,7 @@ class MultiHeadAttentionViewNoTranspose(MultiHeadAttention):
 
 class MultiHeadAttentionKeyValueSwapped(MultiHeadAttention):
     "MISTAKE: attends with the projected values and returns a mix of the projected keys."
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         w = q @ v.transpose(-2, -1) / math.sqrt(q.size(-1))
         if mask is not None: w = w.masked_fill(~mask, float('-inf'))
@@ -202,7 +203,7 @@ class MultiHeadAttentionKeyValueSwapped(MultiHeadAttention):
 
 class MultiHeadAttentionChunksOfNumHeads(MultiHeadAttention):
     "MISTAKE: splits into chunks of size num_heads (so d_model // num_heads heads)."
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         H = self.d_model // self.num_heads  # the number of chunks this split makes
         q, k, v = (split_heads(f(t), H) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         w = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).softmax(-1)
@@ -215,13 +216,13 @@ MUTANTS['MultiHeadAttentionKeyValueSwapped'] = ('check_multi_head_attention', Mu
 MUTANTS['MultiHeadAttentionChunksOfNumHeads'] = ('check_multi_head_attention', MultiHeadAttentionChunksOfNumHeads, 'chunks of size num_heads')
 
 # %% ../nbs/14_pitfalls.ipynb #e2103ddf
-def positional_encoding_sin_everywhere(max_len, d_model):
+def positional_encoding_sin_everywhere(max_len: int, d_model: int) -> torch.Tensor:
     "MISTAKE: sin for the odd dimensions too."
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]
     i = torch.arange(d_model, dtype=torch.float32) // 2 * 2  # 0, 0, 2, 2, 4, 4, ...
     return torch.sin(pos / 10000 ** (i / d_model))
 
-def positional_encoding_axes_swapped(max_len, d_model):
+def positional_encoding_axes_swapped(max_len: int, d_model: int) -> torch.Tensor:
     "MISTAKE: the roles of position and dimension are swapped while building the table."
     dim = torch.arange(d_model, dtype=torch.float32)[None, :]
     i = torch.arange(max_len, dtype=torch.float32)[:, None] // 2 * 2
@@ -230,9 +231,8 @@ def positional_encoding_axes_swapped(max_len, d_model):
     pe[0::2], pe[1::2] = angle[0::2].sin(), angle[1::2].cos()
     return pe
 
-def positional_encoding_seq_first(max_len, d_model):
+def positional_encoding_seq_first(max_len: int, d_model: int) -> torch.Tensor:
     "MISTAKE: a sequence-first (max_len, 1, d_model) table for a batch-first model."
-    from transformer_tutorial.positional import sinusoidal_positional_encoding
     return sinusoidal_positional_encoding(max_len, d_model)[:, None, :]
 
 MUTANTS['positional_encoding_sin_everywhere'] = ('check_positional_encoding', positional_encoding_sin_everywhere, 'sin used for every dimension')
@@ -242,28 +242,28 @@ MUTANTS['positional_encoding_seq_first'] = ('check_positional_encoding', positio
 # %% ../nbs/14_pitfalls.ipynb #a71a1789
 class LayerNormUnbiasedStd(nn.Module):
     "MISTAKE: the unbiased std (divides by d - 1), and eps added to the std."
-    def __init__(self, d_model, eps=1e-5):
+    def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
         self.weight, self.bias, self.eps = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model)), eps
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + self.eps) * self.weight + self.bias
 
 class LayerNormEpsOutsideRoot(LayerNormUnbiasedStd):
     "MISTAKE: biased std, but eps added outside the square root."
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True, unbiased=False) + self.eps) * self.weight + self.bias
 
 class LayerNormScalarParams(nn.Module):
     "MISTAKE: one scalar scale and one scalar shift for every feature."
-    def __init__(self, d_model, eps=1e-5):
+    def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
         self.alpha, self.beta, self.eps = nn.Parameter(torch.ones(1)), nn.Parameter(torch.zeros(1)), eps
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.alpha * (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + self.eps) + self.beta
 
 class LayerNormOverSequence(LayerNorm):
     "MISTAKE: statistics over the sequence axis (dim=-2) instead of the features."
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean, var = x.mean(-2, keepdim=True), x.var(-2, keepdim=True, unbiased=False)
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
@@ -275,21 +275,21 @@ MUTANTS['LayerNormOverSequence'] = ('check_layer_norm', LayerNormOverSequence, '
 # %% ../nbs/14_pitfalls.ipynb #5d5e40bb
 class FeedForwardNoActivation(PositionwiseFeedForward):
     "MISTAKE: no ReLU, so the two layers are one linear map."
-    def forward(self, x): return self.w_2(self.w_1(x))
+    def forward(self, x: torch.Tensor) -> torch.Tensor: return self.w_2(self.w_1(x))
 
 MUTANTS['FeedForwardNoActivation'] = ('check_feed_forward', FeedForwardNoActivation, 'no ReLU')
 
 # %% ../nbs/14_pitfalls.ipynb #387ee55e
 class EncoderLayerPostLN(EncoderLayer):
     "MISTAKE (for a pre-LN layer): normalizes after the residual sum."
-    def forward(self, x, mask=None):
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         n0, n1 = (s.norm for s in self.sublayers)
         x = n0(x + self.self_attn(x, x, x, mask)[0])
         return n1(x + self.feed_forward(x))
 
 class DecoderLayerPostLN(DecoderLayer):
     "MISTAKE (for a pre-LN layer): normalizes after each residual sum."
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         n0, n1, n2 = (s.norm for s in self.sublayers)
         x = n0(x + self.self_attn(x, x, x, tgt_mask)[0])
         x = n1(x + self.cross_attn(x, memory, memory, memory_mask)[0])
@@ -297,7 +297,7 @@ class DecoderLayerPostLN(DecoderLayer):
 
 class DecoderLayerIgnoresMemory(DecoderLayer):
     "MISTAKE: 'cross'-attention attends from the normalized decoder input to itself; memory is never read."
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         n0, n1, n2 = (s.norm for s in self.sublayers)
         y = n0(x); x = x + self.self_attn(y, y, y, tgt_mask)[0]
         y = n1(x); x = x + self.cross_attn(y, y, y, tgt_mask)[0]
@@ -305,7 +305,7 @@ class DecoderLayerIgnoresMemory(DecoderLayer):
 
 class DecoderLayerMemoryOnlyAsValue(DecoderLayer):
     "MISTAKE: keys come from the decoder, only the values from memory."
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         n0, n1, n2 = (s.norm for s in self.sublayers)
         y = n0(x); x = x + self.self_attn(y, y, y, tgt_mask)[0]
         y = n1(x); x = x + self.cross_attn(y, y, memory, memory_mask)[0]
@@ -313,7 +313,7 @@ class DecoderLayerMemoryOnlyAsValue(DecoderLayer):
 
 class DecoderLayerNormalizesMemory(DecoderLayer):
     "MISTAKE: runs the encoder output through the decoder's layer norm as well."
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         n0, n1, n2 = (s.norm for s in self.sublayers)
         y = n0(x); x = x + self.self_attn(y, y, y, tgt_mask)[0]
         y, m = n1(x), n1(memory); x = x + self.cross_attn(y, m, m, memory_mask)[0]
@@ -326,7 +326,7 @@ MUTANTS['DecoderLayerMemoryOnlyAsValue'] = ('check_decoder_layer', DecoderLayerM
 MUTANTS['DecoderLayerNormalizesMemory'] = ('check_decoder_layer', DecoderLayerNormalizesMemory, 'normalizes memory')
 
 # %% ../nbs/14_pitfalls.ipynb #ffe19229
-def attention_scales_query_in_place(query, key, value, mask=None):
+def attention_scales_query_in_place(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: divides the caller's query by sqrt(d_k) in place, so the caller's tensor changes."
     query /= math.sqrt(query.size(-1))
     scores = query @ key.transpose(-2, -1)
@@ -334,28 +334,28 @@ def attention_scales_query_in_place(query, key, value, mask=None):
     weights = scores.softmax(-1)
     return weights @ value, weights
 
-def attention_in_float32(query, key, value, mask=None):
+def attention_in_float32(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: converts the inputs to float32, whatever their dtype."
     return scaled_dot_product_attention(query.float(), key.float(), value.float(), mask)
 
-def attention_squeezed(query, key, value, mask=None):
+def attention_squeezed(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: squeeze() on the results, which also drops a batch or a length of 1."
     out, weights = scaled_dot_product_attention(query, key, value, mask)
     return out.squeeze(), weights.squeeze()
 
-def padding_mask_from_lengths(tokens, pad_id):
+def padding_mask_from_lengths(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     "MISTAKE: True on the first n positions (n = the number of real tokens): right only when the padding comes last."
     lengths = (tokens != pad_id).sum(-1, keepdim=True)                              # (B, 1)
     return (torch.arange(tokens.size(1), device=tokens.device) < lengths)[:, None, None, :]
 
-def split_heads_length_from_view(x, num_heads):
+def split_heads_length_from_view(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     "MISTAKE: view infers the length (-1), so a num_heads that does not divide d_model silently changes it."
     B, L, d_model = x.shape
     return x.view(B, -1, num_heads, d_model // num_heads).transpose(1, 2)
 
 class MultiHeadAttentionSoftmaxInFloat32(MultiHeadAttention):
     "MISTAKE: upcasts the scores to float32 for the softmax, which throws away float64's precision."
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
         if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
@@ -364,31 +364,31 @@ class MultiHeadAttentionSoftmaxInFloat32(MultiHeadAttention):
 
 class LayerNormNoEps(nn.Module):
     "MISTAKE: divides by the std with no eps, 0 / 0 on a row whose entries are all equal."
-    def __init__(self, d_model):
+    def __init__(self, d_model: int):
         super().__init__()
         self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model))
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean, std = x.mean(-1, keepdim=True), x.std(-1, unbiased=False, keepdim=True)
         return (x - mean) / std * self.weight + self.bias
 
 class LayerNormUpcastNoCastBack(LayerNorm):
     "MISTAKE: normalizes x.float() (as mixed-precision code does) and never returns to x's dtype."
-    def forward(self, x): return super().forward(x.float())
+    def forward(self, x: torch.Tensor) -> torch.Tensor: return super().forward(x.float())
 
 class FeedForwardSqueezed(PositionwiseFeedForward):
     "MISTAKE: squeeze(1) meant for (B, 1, d_model) decoding steps; it drops the length axis whenever L = 1."
-    def forward(self, x): return super().forward(x).squeeze(1)
+    def forward(self, x: torch.Tensor) -> torch.Tensor: return super().forward(x).squeeze(1)
 
 class EncoderLayerOneNorm(EncoderLayer):
     "MISTAKE: registers two norms but runs the first one in both sublayers."
-    def forward(self, x, mask=None):
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         norm = self.sublayers[0].norm
         y = norm(x); x = x + self.self_attn(y, y, y, mask)[0]
         return x + self.feed_forward(norm(x))
 
 class DecoderLayerOneAttention(DecoderLayer):
     "MISTAKE: registers a cross-attention module but runs the self-attention module in both places."
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask)[0])
         x = self.sublayers[1](x, lambda y: self.self_attn(y, memory, memory, memory_mask)[0])
         return self.sublayers[2](x, self.feed_forward)

@@ -7,7 +7,7 @@ __all__ = ['PAD', 'START', 'END', 'select_device', 'shift_right', 'Batch', 'make
            'warmup_inverse_sqrt', 'make_optimizer', 'train_step', 'train', 'record_attention']
 
 # %% ../nbs/10_training.ipynb #e3c5528c
-import math
+import math, weakref
 from abc import ABC, abstractmethod
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -194,7 +194,7 @@ def train(model: nn.Module, next_batch: Callable[[], Batch], steps: int, optimiz
 @contextmanager
 def record_attention(model: nn.Module) -> Iterator[Dict[str, torch.Tensor]]:
     "Within the block, every `MultiHeadAttention` in `model` keeps its weights (B, H, Lq, Lk) in the yielded dict, by module name."
-    maps, handles = {}, []
+    maps, handles, recorded = {}, [], []
     def force_weights(module, args, kwargs): return args, {**kwargs, 'need_weights': True}
     def store(name):
         def hook(module, args, kwargs, output): maps[name] = output[1].detach().cpu()
@@ -203,6 +203,12 @@ def record_attention(model: nn.Module) -> Iterator[Dict[str, torch.Tensor]]:
         if isinstance(m, MultiHeadAttention):
             handles.append(m.register_forward_pre_hook(force_weights, with_kwargs=True))
             handles.append(m.register_forward_hook(store(name), with_kwargs=True))
+            _RECORDING[m] = _RECORDING.get(m, 0) + 1; recorded.append(m)
     try: yield maps
     finally:
         for h in handles: h.remove()
+        for m in recorded:
+            _RECORDING[m] -= 1
+            if not _RECORDING[m]: del _RECORDING[m]
+
+_RECORDING = weakref.WeakKeyDictionary()  # attention module -> how many record_attention blocks are recording it now
