@@ -39,6 +39,7 @@ DOCSTRINGS = {
                                       "transformer_tutorial.multi_head:to_torch_attn_mask"],
     "13a_attention_checks.ipynb": ["transformer_tutorial.checks.attention:check_split_heads",
                                    "transformer_tutorial.checks.attention:check_merge_heads"],
+    "16_shakespeare.ipynb": ["transformer_tutorial.shakespeare:ngram_model"],
 }
 # nbgrader's markers: no page may show them, except the teacher's page, whose subject they are.
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
