@@ -59,3 +59,24 @@ def test_dropout_on_hidden_only_in_training():
 def test_wrong_width_is_a_clear_error():
     with pytest.raises(ValueError, match=r"d_model=8.*\(2, 5, 9\)"):
         PositionwiseFeedForward(8, 32)(torch.randn(2, 5, 9))
+
+
+@pytest.mark.parametrize('activation, formula', [
+    ('relu', lambda h: h.clamp(min=0)),
+    ('gelu', lambda h: h * 0.5 * (1 + torch.erf(h / 2 ** 0.5))),
+    ('gelu_tanh', lambda h: 0.5 * h * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (h + 0.044715 * h ** 3)))),
+    ('silu', lambda h: h / (1 + torch.exp(-h))),
+])
+def test_activation_option(activation, formula):
+    "Each activation computes its formula in the hidden layer, with the same weights as the ReLU layer."
+    torch.manual_seed(2)
+    ffn = PositionwiseFeedForward(8, 32, activation=activation)
+    x = torch.randn(2, 5, 8)
+    ref = formula(x @ ffn.w_1.weight.T + ffn.w_1.bias) @ ffn.w_2.weight.T + ffn.w_2.bias
+    torch.testing.assert_close(ffn(x), ref, atol=1e-6, rtol=1e-5)
+    assert ffn.activation == activation and set(ffn.state_dict()) == set(PositionwiseFeedForward(8, 32).state_dict())
+
+
+def test_unknown_activation_names_the_choices():
+    with pytest.raises(ValueError, match="activation must be one of relu, gelu, gelu_tanh, silu, got 'swish'"):
+        PositionwiseFeedForward(8, 32, activation='swish')

@@ -117,3 +117,22 @@ def test_wrong_mask_shape_names_expected_shape(data):
     x, _, _, _ = data
     with pytest.raises(ValueError, match=r"\(2, 4, 6, 6\)"):
         EncoderLayer(D, H, FF)(x, torch.ones(2, 1, 1, 5, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_gelu_layers_match_torch_and_a_different_activation_is_refused(data, norm_first):
+    "activation='gelu' reaches both layers' feed-forward: parity with torch's layers built with activation='gelu'."
+    x, t, src_mask, tgt_mask = data
+    enc, dec = EncoderLayer(D, H, FF, norm_first=norm_first, activation='gelu').eval(), DecoderLayer(D, H, FF, norm_first=norm_first, activation='gelu').eval()
+    kw = dict(dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first)
+    ref_enc = copy_encoder_layer_to_torch(enc, nn.TransformerEncoderLayer(D, H, FF, **kw).eval())
+    ref_dec = copy_decoder_layer_to_torch(dec, nn.TransformerDecoderLayer(D, H, FF, **kw).eval())
+    m = torch_masks()
+    torch.testing.assert_close(enc(x, src_mask), ref_enc(x, src_key_padding_mask=m['src_kpm']), atol=1e-5, rtol=1e-5)
+    expected = ref_dec(t, x, tgt_mask=m['causal'], tgt_key_padding_mask=m['tgt_kpm'], memory_key_padding_mask=m['src_kpm'])
+    torch.testing.assert_close(dec(t, x, tgt_mask, src_mask), expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="activation differs: ours 'gelu', torch's 'relu'"):
+        copy_encoder_layer_to_torch(enc, nn.TransformerEncoderLayer(D, H, FF, batch_first=True, norm_first=norm_first))
+    stack = Encoder(D, H, FF, 2, activation='silu')
+    assert all(layer.feed_forward.activation == 'silu' for layer in stack.layers)
+    assert all(layer.feed_forward.activation == 'silu' for layer in Decoder(D, H, FF, 2, activation='silu').layers)

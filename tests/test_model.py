@@ -117,6 +117,14 @@ def test_config_round_trip():
     assert Transformer.from_config(d).config == model.config  # a plain dict works too
 
 
+def test_config_carries_the_activation():
+    model = Transformer(**CFG, activation='silu')
+    assert model.config.activation == 'silu' and Transformer.from_config(model.config.to_dict()).config.activation == 'silu'
+    assert {l.feed_forward.activation for l in [*model.encoder.layers, *model.decoder.layers]} == {'silu'}
+    assert Transformer(**CFG).config.activation == 'relu'  # the paper's, by default
+    with pytest.raises(ValueError, match="activation must be one of relu, gelu, gelu_tanh, silu, got 'tanh'"): Transformer(**CFG, activation='tanh')
+
+
 def test_config_rejects_unknown_keys():
     with pytest.raises(ValueError, match=r"unknown TransformerConfig keys: \['num_layer', 'zzz'\]"):
         TransformerConfig.from_dict({**CFG, 'num_layer': 3, 'zzz': 1})

@@ -334,3 +334,17 @@ def test_cli_converts_and_decodes_a_legacy_file(tmp_path, capsys):
     assert read_config(tmp_path / "new")["task"]["max_len"] == 10
     assert main(["decode", "--checkpoint", str(tmp_path / "new"), "3 5 7"]) == 0
     assert capsys.readouterr().out.split() == out.split()
+
+
+def test_the_activation_travels_through_the_files_and_old_configs_mean_relu(tmp_path):
+    "A GELU model comes back as a GELU model; a config.json written before the option existed loads as the paper's ReLU."
+    torch.manual_seed(0)
+    model = Transformer(13, 13, d_model=32, num_heads=4, num_layers=1, d_ff=64, dropout=0.0, activation='gelu_tanh').eval()
+    save_pretrained(model, tmp_path / "gelu")
+    loaded = from_pretrained(tmp_path / "gelu")
+    assert loaded.config.activation == 'gelu_tanh' and loaded.encoder.layers[0].feed_forward.activation == 'gelu_tanh'
+    same_outputs(model, loaded)
+    old = read_config(tmp_path / "gelu")
+    del old["activation"]
+    (tmp_path / "gelu" / "config.json").write_text(json.dumps(old))
+    assert from_pretrained(tmp_path / "gelu").decoder.layers[0].feed_forward.activation == 'relu'

@@ -8,6 +8,7 @@ __all__ = ['EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder', 'copy_encoder_l
 # %% ../nbs/08_encoder_decoder.ipynb #e7b042e6
 from typing import Optional
 import torch
+import torch.nn.functional as F
 from torch import nn
 from .multi_head import MultiHeadAttention, copy_mha_to_torch
 from .feed_forward import PositionwiseFeedForward
@@ -16,10 +17,11 @@ from .layer_norm import LayerNorm, SublayerConnection
 # %% ../nbs/08_encoder_decoder.ipynb #8838a0f2
 class EncoderLayer(nn.Module):
     "Self-attention then feed-forward, each inside a residual; pre-LN when `norm_first`, else post-LN."
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True,
+                 activation: str = 'relu'):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(2))
         self.norm_first = norm_first
 
@@ -31,11 +33,12 @@ class EncoderLayer(nn.Module):
 # %% ../nbs/08_encoder_decoder.ipynb #92dc5d51
 class DecoderLayer(nn.Module):
     "Masked self-attention, cross-attention to `memory`, then feed-forward, each inside a residual."
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True,
+                 activation: str = 'relu'):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(3))
         self.norm_first = norm_first
 
@@ -54,9 +57,9 @@ def _final_norm(d_model, norm_first, final_norm):
 class Encoder(nn.Module):
     "`num_layers` encoder layers, then a final LayerNorm (`final_norm=None` means: iff `norm_first`)."
     def __init__(self, d_model: int, num_heads: int, d_ff: int, num_layers: int, dropout: float = 0.0, norm_first: bool = True,
-                 final_norm: Optional[bool] = None):
+                 final_norm: Optional[bool] = None, activation: str = 'relu'):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers))
+        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers))
         self.norm = _final_norm(d_model, norm_first, final_norm)
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -66,9 +69,9 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     "`num_layers` decoder layers, all reading the same `memory`, then a final LayerNorm (iff `norm_first` by default)."
     def __init__(self, d_model: int, num_heads: int, d_ff: int, num_layers: int, dropout: float = 0.0, norm_first: bool = True,
-                 final_norm: Optional[bool] = None):
+                 final_norm: Optional[bool] = None, activation: str = 'relu'):
         super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers))
+        self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers))
         self.norm = _final_norm(d_model, norm_first, final_norm)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -91,6 +94,9 @@ def _check_same_layout(layer, torch_layer):
     if torch_layer.linear1.weight.shape != layer.feed_forward.w_1.weight.shape:
         raise ValueError(f"feed-forward shapes differ: ours {tuple(layer.feed_forward.w_1.weight.shape)}, "
                          f"torch's {tuple(torch_layer.linear1.weight.shape)}")
+    theirs = {F.relu: 'relu', F.gelu: 'gelu'}.get(torch_layer.activation)  # torch's two named activations; a callable is trusted
+    if theirs is not None and theirs != layer.feed_forward.activation:
+        raise ValueError(f"activation differs: ours {layer.feed_forward.activation!r}, torch's {theirs!r}")
 
 @torch.no_grad()
 def copy_encoder_layer_to_torch(layer: "EncoderLayer", torch_layer: nn.TransformerEncoderLayer) -> nn.TransformerEncoderLayer:

@@ -30,6 +30,7 @@ class TransformerConfig:
     max_len: int = 5000
     norm_first: bool = True
     tie_embeddings: bool = False
+    activation: str = 'relu'
 
     def to_dict(self):
         "A plain dict of the fields (JSON-ready)."
@@ -45,16 +46,17 @@ class TransformerConfig:
 # %% ../nbs/09_transformer.ipynb #93b34fab
 class Transformer(nn.Module):
     "The encoder-decoder Transformer: token ids in, next-token logits (B, Lt, tgt_vocab_size) out."
-    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=512, num_heads=8, num_layers=6, d_ff=2048,
-                 dropout=0.1, max_len=5000, norm_first=True, tie_embeddings=False):
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512, num_heads: int = 8, num_layers: int = 6,
+                 d_ff: int = 2048, dropout: float = 0.1, max_len: int = 5000, norm_first: bool = True, tie_embeddings: bool = False,
+                 activation: str = 'relu'):
         super().__init__()
         self.config = TransformerConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff,
-                                        dropout, max_len, norm_first, tie_embeddings)
+                                        dropout, max_len, norm_first, tie_embeddings, activation)
         self.src_embed = Embeddings(src_vocab_size, d_model)
         self.tgt_embed = Embeddings(tgt_vocab_size, d_model)
         self.positional = PositionalEncoding(d_model, max_len, dropout)
-        self.encoder = Encoder(d_model, num_heads, d_ff, num_layers, dropout, norm_first)
-        self.decoder = Decoder(d_model, num_heads, d_ff, num_layers, dropout, norm_first)
+        self.encoder = Encoder(d_model, num_heads, d_ff, num_layers, dropout, norm_first, activation=activation)
+        self.decoder = Decoder(d_model, num_heads, d_ff, num_layers, dropout, norm_first, activation=activation)
         self.output = nn.Linear(d_model, tgt_vocab_size)
         for p in [*self.encoder.parameters(), *self.decoder.parameters(), *self.output.parameters()]:
             if p.dim() > 1: nn.init.xavier_uniform_(p)  # matrices only; biases, LayerNorms and embeddings keep their init

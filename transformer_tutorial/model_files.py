@@ -132,6 +132,7 @@ def load_weights(model: Transformer, path: Union[str, os.PathLike]) -> Transform
 
 # %% ../nbs/11a_model_files.ipynb #012d64ed
 _FIELD_TYPES = {f.name: f.type for f in fields(TransformerConfig)}
+_LATER_FIELDS = {'activation': 'relu'}  # fields added after files were first written: absent means the value files had then
 
 def read_config(folder: Union[str, os.PathLike]) -> dict:
     "The checked config.json of a model `folder` (or of the folder of its model.safetensors): every `TransformerConfig` field, typed, and an optional 'task'."
@@ -144,15 +145,15 @@ def read_config(folder: Union[str, os.PathLike]) -> dict:
     if not isinstance(cfg, dict): raise ModelFileError(f"{path} holds a JSON {type(cfg).__name__}, expected an object of settings")
     if cfg.get('model_type', MODEL_TYPE) != MODEL_TYPE:
         raise ModelFileError(f"{path} describes a {cfg['model_type']!r} model; this package reads model_type {MODEL_TYPE!r}")
-    arch = {k: v for k, v in cfg.items() if k not in ('model_type', 'task')}
+    arch = {**_LATER_FIELDS, **{k: v for k, v in cfg.items() if k not in ('model_type', 'task')}}
     missing, unknown = [k for k in _FIELD_TYPES if k not in arch], [k for k in arch if k not in _FIELD_TYPES]
     if missing: raise ModelFileError(f"{path} lacks field(s) {missing}; it needs all of {list(_FIELD_TYPES)}")
     if unknown: raise ModelFileError(f"{path} has unknown field(s) {unknown}; the fields are {list(_FIELD_TYPES)}")
     for k, t in _FIELD_TYPES.items():
         ok = isinstance(arch[k], bool) if t is bool else isinstance(arch[k], (int, float)) and not isinstance(arch[k], bool) if t is float \
-             else type(arch[k]) is int
+             else isinstance(arch[k], str) if t is str else type(arch[k]) is int
         if not ok: raise ModelFileError(f"{path}: {k} is {arch[k]!r}, expected {t.__name__}")
-    return cfg
+    return {**cfg, **arch}
 
 def _build(cfg, folder):
     "A fresh `Transformer` from a checked config, or a `ModelFileError` naming what is invalid."
