@@ -301,3 +301,22 @@ def test_a_tiny_training_run_learns_in_distribution():
         for _ in range(n + 1): out = torch.cat([out, model(out)[:, -1].argmax(-1, keepdim=True)], 1)
         forced = model(inputs).argmax(-1)
     assert torch.equal((out[:, n + 2:] == targets[:, n + 1:]).all(1), (forced[:, n + 1:] == targets[:, n + 1:]).all(1))
+
+
+def test_position_models_train_through_the_training_loop(monkeypatch):
+    "train_position_model runs the training chapter's `train` with its own step, and gives the losses of the loop written out by hand."
+    import transformer_tutorial.positions as positions
+    from transformer_tutorial.training import PAD, make_optimizer, sequence_loss
+    calls, real = [], positions.train
+    monkeypatch.setattr(positions, 'train', lambda *a, **kw: calls.append(kw.get('step')) or real(*a, **kw))
+    _, losses = positions.train_position_model('alibi', seed=3, steps=12, warmup=4)
+    assert calls == [positions._copy_step] and len(losses) == 12
+    model = positions.position_model('alibi', 3, 32).train()  # the same run, step by step
+    opt, sched = make_optimizer(model, 5e-3, 4, total=12, cooldown=0.3, floor=0.05)
+    g, by_hand = torch.Generator().manual_seed(3), []
+    for _ in range(12):
+        inputs, targets = positions.copy_sequences(torch.randint(1, 9, (32,), generator=g), 32, g)
+        loss = sequence_loss(model(inputs), targets, PAD)
+        opt.zero_grad(); loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); sched.step()
+        by_hand.append(loss.item())
+    assert losses == by_hand

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from .validation import _check_positive_int
-from .training import Batch, Task, select_device
+from .training import Batch, Task, select_device, clip_and_step
 from .copy_task import OneProcess, train_task
 
 # %% ../nbs/12a_data_parallel.ipynb #fe46a7f0
@@ -131,10 +131,7 @@ def data_parallel_step(model: torch.nn.Module, micro_batches: List[Batch], optim
             (scaler.scale(scaled) if scaler else scaled).backward()
         loss_sum += loss.detach()
         correct += ((logits.argmax(-1) == b.tgt_out) & (b.tgt_out != pad_id)).sum()
-    if scaler: scaler.unscale_(optimizer)          # clipping sees the true gradient norm
-    nn.utils.clip_grad_norm_(model.parameters(), clip)
-    if scaler: scaler.step(optimizer); scaler.update()
-    else: optimizer.step()
+    clip_and_step(model, optimizer, clip, scaler)
     stats = all_reduce_sum(torch.stack([loss_sum, correct]))
     return (stats[0] / n_tokens).item(), (stats[1] / n_tokens).item()
 

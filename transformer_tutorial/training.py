@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['PAD', 'START', 'END', 'select_device', 'shift_right', 'Batch', 'make_batch', 'Task', 'sequence_loss',
-           'warmup_inverse_sqrt', 'make_optimizer', 'train_step', 'train', 'record_attention']
+           'warmup_inverse_sqrt', 'make_optimizer', 'clip_and_step', 'train_step', 'train', 'record_attention']
 
 # %% ../nbs/10_training.ipynb #e3c5528c
 import math, weakref
@@ -155,6 +155,13 @@ def _autocast(device):
     return torch.autocast('cuda', dtype=dtype), scaler
 
 # %% ../nbs/10_training.ipynb #fa4dae3a
+def clip_and_step(model: nn.Module, optimizer: torch.optim.Optimizer, clip: float = 1.0, scaler=None) -> None:
+    "After the backward pass: unscale the gradients if a grad `scaler` scaled them, clip their norm to `clip`, step the optimizer."
+    if scaler: scaler.unscale_(optimizer)  # clipping sees the true gradient norm
+    nn.utils.clip_grad_norm_(model.parameters(), clip)
+    if scaler: scaler.step(optimizer); scaler.update()  # skips the step if the gradients hold an inf or NaN
+    else: optimizer.step()
+
 def train_step(model: nn.Module, batch: Batch, optimizer: torch.optim.Optimizer, pad_id: int, label_smoothing: float = 0.0,
                clip: float = 1.0, amp=None, scaler=None) -> Tuple[float, float]:
     "One optimizer step on `batch` (moved to the model's device): forward under `amp`, loss, backward, clip, step; returns (loss, token accuracy)."
@@ -163,11 +170,8 @@ def train_step(model: nn.Module, batch: Batch, optimizer: torch.optim.Optimizer,
         logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)                # (B, Lt, V)
         loss = sequence_loss(logits.float(), b.tgt_out, pad_id, label_smoothing)
     optimizer.zero_grad(set_to_none=True)
-    if scaler: scaler.scale(loss).backward(); scaler.unscale_(optimizer)  # unscale so clipping sees true norms
-    else: loss.backward()
-    nn.utils.clip_grad_norm_(model.parameters(), clip)
-    if scaler: scaler.step(optimizer); scaler.update()
-    else: optimizer.step()
+    (scaler.scale(loss) if scaler else loss).backward()
+    clip_and_step(model, optimizer, clip, scaler)
     real = b.tgt_out != pad_id
     return loss.item(), ((logits.argmax(-1) == b.tgt_out) & real).sum().item() / real.sum().item()
 
