@@ -124,6 +124,8 @@ def test_gelu_layers_match_torch_and_a_different_activation_is_refused(data, nor
     "activation='gelu' reaches both layers' feed-forward: parity with torch's layers built with activation='gelu'."
     x, t, src_mask, tgt_mask = data
     enc, dec = EncoderLayer(D, H, FF, norm_first=norm_first, activation='gelu').eval(), DecoderLayer(D, H, FF, norm_first=norm_first, activation='gelu').eval()
+    with torch.no_grad():  # norms at 1 and 0 would hide a swapped mapping: every tensor gets its own values
+        for p in [*enc.parameters(), *dec.parameters()]: p.add_(0.1 * torch.randn_like(p))
     kw = dict(dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first)
     ref_enc = copy_encoder_layer_to_torch(enc, nn.TransformerEncoderLayer(D, H, FF, **kw).eval())
     ref_dec = copy_decoder_layer_to_torch(dec, nn.TransformerDecoderLayer(D, H, FF, **kw).eval())
