@@ -90,7 +90,7 @@ def test_console_script_bad_token_exit_code(trained):
     r = subprocess.run([exe, 'decode', '--checkpoint', str(trained / 'nope'), '3'], capture_output=True, text=True)
     assert r.returncode == 2 and 'no model folder or file at' in r.stderr and 'Traceback' not in r.stderr
     r = subprocess.run([exe, 'train', '--task', 'translate'], capture_output=True, text=True)
-    assert (r.returncode, r.stderr) == (2, "transformer-tutorial train: error: unknown task 'translate'; the tasks are copy, reverse, number-words\n")
+    assert (r.returncode, r.stderr) == (2, "transformer-tutorial train: error: unknown task 'translate'; the tasks are copy, reverse, number-words, shakespeare\n")
     r = subprocess.run([exe, 'decode', '--checkpoint', str(trained), '3 5 7'], capture_output=True, text=True)
     assert (r.returncode, r.stdout) == (0, '3 5 7\n')
 

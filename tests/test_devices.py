@@ -9,7 +9,7 @@ import copy
 import pytest, torch
 from elsewhere import Elsewhere, elsewhere
 from mutation import mutate
-from transformer_tutorial import decoding, training, data_parallel
+from transformer_tutorial import decoding, training, data_parallel, gpt
 from transformer_tutorial.copy_task import CopyTask, evaluate, task_model
 from transformer_tutorial.decoding import greedy_decode, beam_search
 from transformer_tutorial.training import PAD, record_attention, train, select_device
@@ -109,6 +109,23 @@ def test_data_parallel_step_on_another_device():
     torch.testing.assert_close(weights, expected[1])
 
 
+def test_generation_and_the_language_model_on_another_device():
+    "The GPT's generate (with and without the cache, greedy and sampled) and the Shakespeare task's evaluation: on the model's device, the CPU's ids in and out."
+    from transformer_tutorial.gpt import GPT, ShakespeareTask, generate
+    torch.manual_seed(0)
+    model, prompt = GPT(83, 40, 16, 2, 1, 32).eval(), torch.randint(0, 83, (2, 5))
+    task = ShakespeareTask(context=40)
+    runs = lambda m: [generate(m, prompt, 20, temperature=t, generator=1, use_cache=c) for t in (0, 0.9) for c in (True, False)]
+    expected, loss = runs(model), task.evaluate(model, n=8)['loss']
+    with elsewhere() as device:
+        moved_model = moved(model, device)
+        got, moved_loss = runs(moved_model), task.evaluate(moved_model, n=8)['loss']
+    for e, g in zip(expected, got):
+        assert type(g) is torch.Tensor and g.device == prompt.device, f"returned on device {g.device}"
+        assert torch.equal(g, e)
+    assert moved_loss == pytest.approx(loss, rel=1e-6)
+
+
 # Each mutation removes one device placement from the package; the device test named beside it must then fail.
 MUTATIONS = [
     (decoding.greedy_decode, 'start_id, dtype=torch.long, device=device)', 'start_id, dtype=torch.long)', test_decoding_on_another_device),
@@ -120,7 +137,12 @@ MUTATIONS = [
      test_decoding_on_another_device),
     (decoding.beam_search, 'length = torch.zeros(B * K, device=device)', 'length = torch.zeros(B * K)', test_decoding_on_another_device),
     (decoding.beam_search, 'torch.arange(B, device=device)[:, None]', 'torch.arange(B)[:, None]', test_decoding_on_another_device),
-    (decoding.KVCache.__init__, 'memory.new_zeros(', 'torch.zeros(', test_decoding_on_another_device),
+    (decoding.KVCache.__init__, 'like.new_zeros(', 'torch.zeros(', test_decoding_on_another_device),
+    (gpt.generate, 'ids = prompt.to(next(model.parameters()).device)', 'ids = prompt', test_generation_and_the_language_model_on_another_device),
+    (gpt.generate, 'out = ids.to(prompt.device)', 'out = ids', test_generation_and_the_language_model_on_another_device),
+    (gpt._cached_causal_attention, 'dtype=torch.bool, device=y.device)', 'dtype=torch.bool)', test_generation_and_the_language_model_on_another_device),
+    (gpt.sample_next, '[:, 0].to(logits.device)', '[:, 0]', test_generation_and_the_language_model_on_another_device),
+    (gpt.ShakespeareTask.evaluate, 'model(x.to(device))', 'model(x)', test_generation_and_the_language_model_on_another_device),
     (training.record_attention, 'output[1].detach().cpu()', 'output[1].detach()', test_evaluate_and_record_attention_on_another_device),
     (training.train_step, 'b = batch.to(next(model.parameters()).device)', 'b = batch', test_training_loop_on_another_device),
     (data_parallel.data_parallel_step, 'micro_batches = [b.to(device) for b in micro_batches]', 'micro_batches = list(micro_batches)',

@@ -16,13 +16,15 @@ _WHERE = {  # name -> the module (and chapter) that defines it
     'Embeddings': 'embeddings',
     **dict.fromkeys(['EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder'], 'layers'),
     **dict.fromkeys(['Transformer', 'TransformerConfig'], 'model'),
-    **dict.fromkeys(['PAD', 'START', 'END', 'Task', 'Batch', 'make_batch', 'select_device', 'sequence_loss', 'make_optimizer',
+    **dict.fromkeys(['PAD', 'START', 'END', 'Task', 'Batch', 'LMBatch', 'make_batch', 'select_device', 'sequence_loss', 'make_optimizer',
                      'train_step', 'train', 'record_attention'], 'training'),
     **dict.fromkeys(['CopyTask', 'evaluate', 'OneProcess', 'train_task', 'train_copy_task'], 'copy_task'),
     **dict.fromkeys(['NumberWords', 'number_to_words'], 'number_words'),
     **dict.fromkeys(['greedy_decode', 'beam_search', 'KVCache'], 'decoding'),
     **dict.fromkeys(['save_pretrained', 'from_pretrained', 'save_checkpoint', 'load_checkpoint', 'ModelFileError'], 'model_files'),
     **dict.fromkeys(['DataParallel', 'train_data_parallel'], 'data_parallel'),
+    **dict.fromkeys(['load_shakespeare', 'CharVocab'], 'shakespeare'),
+    **dict.fromkeys(['GPT', 'GPTConfig', 'ShakespeareTask', 'generate', 'from_gpt2'], 'gpt'),
 }
 __all__ = list(_WHERE)
 

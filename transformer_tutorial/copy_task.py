@@ -121,18 +121,23 @@ def _no_future_mask(next_batch):
     wrapped.generator = next_batch.generator
     return wrapped
 
+_HISTORY_NAMES = {'exact_match': 'eval_exact', 'token_accuracy': 'eval_token'}  # the history's names of `evaluate`'s metrics
+
+def _record(history, step, metrics):
+    "Append an evaluation at `step` to `history`: 'eval_step', and each metric under its history name ('eval_' + its name for a task's own)."
+    history['eval_step'].append(step)
+    for k, v in metrics.items():
+        if k != 'n': history.setdefault(_HISTORY_NAMES.get(k, f'eval_{k}'), []).append(v)
+
 def as_task(task: Union[str, Task]) -> Task:
     "A `CopyTask` from 'copy' or 'reverse'; a `Task` as it is."
     if not isinstance(task, str): return task
     if task not in ('copy', 'reverse'): raise ValueError(f"task must be 'copy' or 'reverse', got {task!r}")
     return CopyTask(reverse=task == 'reverse')
 
-def task_model(task: Task, seed: int = 0, d_model: int = 64, num_heads: int = 4, num_layers: int = 1, d_ff: int = 128) -> Transformer:
-    "A dropout-free `Transformer` sized for `task`'s vocabularies and lengths, initialized from `seed` without touching the global RNG."
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return Transformer(task.src_vocab_size, task.tgt_vocab_size, d_model=d_model, num_heads=num_heads, num_layers=num_layers,
-                           d_ff=d_ff, dropout=0.0, max_len=max(64, task.max_src_len, task.max_tgt_len))
+def task_model(task: Task, seed: int = 0, d_model: int = 64, num_heads: int = 4, num_layers: int = 1, d_ff: int = 128) -> nn.Module:
+    "The model `task` trains (its `make_model`: a dropout-free `Transformer` sized for its vocabularies and lengths unless it says otherwise), initialized from `seed` without touching the global RNG."
+    return task.make_model(seed, d_model, num_heads, num_layers, d_ff)
 
 
 # %% ../nbs/11_copy_task.ipynb #0c2f3051
@@ -151,8 +156,8 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
                num_heads: int = 4, num_layers: int = 1, d_ff: int = 128, batch_size: int = 128, lr: float = 1e-2, warmup: int = 100,
                schedule_steps: int = 500, cooldown: float = 0.4, lr_floor: float = 0.05, label_smoothing: float = 0.0,
                eval_every: int = 100, n_eval: int = 1000, causal: bool = True, progress: bool = True, checkpoint=None, resume=None,
-               log: Optional[Callable[[str], None]] = None, parallel: Optional[OneProcess] = None) -> Tuple[Transformer, dict, dict]:
-    "Train a Transformer on 'copy', 'reverse' or any `Task` until 100% held-out exact match or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from, `parallel`: where it runs (`OneProcess()`)."
+               log: Optional[Callable[[str], None]] = None, parallel: Optional[OneProcess] = None) -> Tuple[nn.Module, dict, dict]:
+    "Train the model of 'copy', 'reverse' or any `Task` (its `make_model`) until the task is solved (100% held-out exact match by default) or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from, `parallel`: where it runs (`OneProcess()`)."
     task, parallel = as_task(task), parallel or OneProcess()
     steps = 1500 if steps is None else steps
     _check_positive_int('steps', steps); _check_positive_int('eval_every', eval_every)
@@ -170,7 +175,7 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
                                 cooldown=run['cooldown'], floor=run['lr_floor'])
     next_batch = parallel.batches(task, run['batch_size'], run['seed'])
     if not causal: next_batch = _no_future_mask(next_batch)
-    history = {'loss': [], 'accuracy': [], 'lr': [], 'eval_step': [], 'eval_exact': [], 'eval_token': []}
+    history = {'loss': [], 'accuracy': [], 'lr': [], 'eval_step': []}  # and a list per held-out metric (`_record`)
     if resume is not None:
         resume_training_state(state, opt, sched, next_batch.generator)
         history = state['history']
@@ -184,13 +189,13 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
     try:
         while done < steps:
             n = min(eval_every - done % eval_every, steps - done)  # a resumed run evaluates where the first one would have
-            train(trained, next_batch, n, opt, sched, PAD, run['label_smoothing'], history=history, step=parallel.step,
+            train(trained, next_batch, n, opt, sched, task.pad_id, run['label_smoothing'], history=history, step=parallel.step,
                   progress=progress and parallel.is_main, desc=f'steps {done}-{done + n} of {steps}')
             done += n
-            metrics = parallel.share(evaluate(model, task, n_eval) if parallel.is_main else None)
-            history['eval_step'].append(done); history['eval_exact'].append(metrics['exact_match']); history['eval_token'].append(metrics['token_accuracy'])
-            if log: log(f"step {done}: loss {history['loss'][-1]:.4f}, held-out exact match {metrics['exact_match']:.1%}, token accuracy {metrics['token_accuracy']:.2%}")
-            if metrics['exact_match'] == 1.0: break
+            metrics = parallel.share((task.evaluate(model, n_eval) or evaluate(model, task, n_eval)) if parallel.is_main else None)
+            _record(history, done, metrics)
+            if log: log(f"step {done}: loss {history['loss'][-1]:.4f}, {task.describe(metrics)}")
+            if task.solved(metrics): break
             if done < steps: save({**metrics, 'steps': done})  # a crash loses at most eval_every steps
     except KeyboardInterrupt:  # Ctrl-C (in a terminal it reaches every process of a job): keep what was learned so far
         done = len(history['loss'])

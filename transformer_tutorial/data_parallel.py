@@ -90,9 +90,9 @@ def check_split(batch_size: int, world_size: int, accumulate: int = 1) -> None:
                          f"micro-batch(es) = {parts} parts: use a batch size that is a multiple of {parts}, e.g. {max(parts, batch_size // parts * parts)}")
 
 def shard(batch: Batch, index: int, parts: int) -> Batch:
-    "Slice `index` of `parts` equal slices of a `Batch`'s rows."
-    b = batch.src.size(0) // parts
-    return Batch(*(getattr(batch, f)[index * b:(index + 1) * b] for f in batch.__dataclass_fields__))
+    "Slice `index` of `parts` equal slices of a batch's rows (a `Batch` or an `LMBatch`: every field is a tensor of rows)."
+    b = batch.targets.size(0) // parts
+    return type(batch)(*(getattr(batch, f)[index * b:(index + 1) * b] for f in batch.__dataclass_fields__))
 
 def sharded_batches(task: Task, batch_size: int, env: DistEnv, seed: int = 0, accumulate: int = 1) -> Callable[[], List[Batch]]:
     "Like `task.batches`, but every rank draws the same global batch from the same seeded generator and keeps its slice, cut into `accumulate` micro-batches."
@@ -116,7 +116,7 @@ def data_parallel_step(model: torch.nn.Module, micro_batches: List[Batch], optim
     world = dist.get_world_size() if dist.is_initialized() else 1
     device = next(model.parameters()).device
     micro_batches = [b.to(device) for b in micro_batches]
-    real = torch.stack([(b.tgt_out != pad_id).sum() for b in micro_batches]).sum().float()
+    real = torch.stack([(b.targets != pad_id).sum() for b in micro_batches]).sum().float()
     n_tokens = all_reduce_sum(real.clone())        # T: the global batch's target tokens, over all ranks
     optimizer.zero_grad(set_to_none=True)
     loss_sum, correct = torch.zeros((), device=real.device), torch.zeros((), device=real.device)
@@ -124,13 +124,13 @@ def data_parallel_step(model: torch.nn.Module, micro_batches: List[Batch], optim
         last = i == len(micro_batches) - 1
         with nullcontext() if last or not isinstance(model, DDP) else model.no_sync():  # all-reduce in the last backward only
             with amp or nullcontext():
-                logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)   # (b, Lt, V)
-                loss = F.cross_entropy(logits.float().flatten(0, 1), b.tgt_out.flatten(), ignore_index=pad_id,
+                logits = b.logits(model)                                  # (b, L, V)
+                loss = F.cross_entropy(logits.float().flatten(0, 1), b.targets.flatten(), ignore_index=pad_id,
                                        label_smoothing=label_smoothing, reduction='sum')
             scaled = loss * world / n_tokens       # DDP divides the summed gradients by `world`: this undoes it
             (scaler.scale(scaled) if scaler else scaled).backward()
         loss_sum += loss.detach()
-        correct += ((logits.argmax(-1) == b.tgt_out) & (b.tgt_out != pad_id)).sum()
+        correct += ((logits.argmax(-1) == b.targets) & (b.targets != pad_id)).sum()
     clip_and_step(model, optimizer, clip, scaler)
     stats = all_reduce_sum(torch.stack([loss_sum, correct]))
     return (stats[0] / n_tokens).item(), (stats[1] / n_tokens).item()

@@ -10,7 +10,6 @@ __all__ = ['SCHEMES', 'LearnedPositionalEmbedding', 'relative_positions', 'ShawR
 # %% ../nbs/09b_positions.ipynb #7efd2ed4
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 import math
-from contextlib import nullcontext
 import torch
 from torch import nn
 from .attention import _check_attention_inputs, _masked_softmax
@@ -20,7 +19,7 @@ from .embeddings import Embeddings
 from .positional import PositionalEncoding
 from .layers import Encoder
 from .masks import causal_mask
-from .training import PAD, START, END, sequence_loss, make_optimizer, train, clip_and_step
+from .training import PAD, START, END, LMBatch, make_optimizer, train
 from .copy_task import HELDOUT_SEED
 
 # %% ../nbs/09b_positions.ipynb #f7b50ea5
@@ -204,18 +203,6 @@ def copy_sequences(lengths: Sequence[int], num_symbols: int, generator: Optional
     return seq[:, :-1], targets                               # (B, T), (B, T)
 
 # %% ../nbs/09b_positions.ipynb #39b59b2c
-def _copy_step(model, batch, optimizer, pad_id, label_smoothing=0.0, clip=1.0, amp=None, scaler=None):
-    "`train`'s step for a decoder-only model on (inputs, targets) (B, T): cross-entropy on the targets that are not `pad_id`."
-    inputs, targets = (t.to(next(model.parameters()).device) for t in batch)
-    with amp or nullcontext():
-        logits = model(inputs)                                                  # (B, T, V)
-        loss = sequence_loss(logits.float(), targets, pad_id, label_smoothing)  # the copy only: the rest is pad_id
-    optimizer.zero_grad(set_to_none=True)
-    (scaler.scale(loss) if scaler else loss).backward()
-    clip_and_step(model, optimizer, clip, scaler)
-    real = targets != pad_id
-    return loss.item(), ((logits.argmax(-1) == targets) & real).sum().item() / real.sum().item()
-
 def train_position_model(scheme: str, seed: int = 0, steps: int = 700, batch_size: int = 32, train_lengths: Tuple[int, int] = (1, 8),
                          num_symbols: int = 32, lr: float = 5e-3, warmup: int = 100, **sizes) -> Tuple[nn.Module, List[float]]:
     "Train `position_model(scheme, seed)` on `copy_sequences` with n uniform in `train_lengths`; returns (model in eval mode, loss per step)."
@@ -226,8 +213,8 @@ def train_position_model(scheme: str, seed: int = 0, steps: int = 700, batch_siz
     model = position_model(scheme, seed, num_symbols, **sizes)
     opt, sched = make_optimizer(model, lr, min(warmup, steps), total=steps, cooldown=0.3, floor=0.05)
     g = torch.Generator().manual_seed(seed)  # the data's own generator
-    next_batch = lambda: copy_sequences(torch.randint(lo, hi + 1, (batch_size,), generator=g), num_symbols, g)
-    history = train(model, next_batch, steps, opt, sched, PAD, progress=False, step=_copy_step)  # the training chapter's loop
+    next_batch = lambda: LMBatch(*copy_sequences(torch.randint(lo, hi + 1, (batch_size,), generator=g), num_symbols, g))
+    history = train(model, next_batch, steps, opt, sched, PAD, progress=False)  # the training chapter's loop and step
     return model.eval(), history['loss']
 
 @torch.no_grad()
