@@ -25,6 +25,7 @@ _WHERE = {  # name -> the module (and chapter) that defines it
     **dict.fromkeys(['DataParallel', 'train_data_parallel'], 'data_parallel'),
     **dict.fromkeys(['load_shakespeare', 'CharVocab'], 'shakespeare'),
     **dict.fromkeys(['GPT', 'GPTConfig', 'ShakespeareTask', 'generate', 'from_gpt2'], 'gpt'),
+    **dict.fromkeys(['from_marian', 'to_marian'], 'marian'),
 }
 __all__ = list(_WHERE)
 

@@ -75,9 +75,12 @@ def _parser():
     g.add_argument('--top-p', type=float, default=None, metavar='P', help='sample among the most likely whose probabilities reach P, '
                    'in (0, 1] (default: all)')
     g.add_argument('--seed', type=_seed, default=0, help='one seed, one text (default: 0)')
-    c = sub.add_parser('convert', help='turn a pickle-based model.pt of version 0.1 into a model folder')
-    c.add_argument('checkpoint', help='the model.pt')
+    c = sub.add_parser('convert', help='turn a pickle-based model.pt of version 0.1 into a model folder, or convert to or from MarianMT')
+    c.add_argument('checkpoint', help='the model.pt; with --to marian a model folder; with --from marian a Marian folder or Hub id')
     c.add_argument('out_dir', help='folder to write config.json and model.safetensors into')
+    way = c.add_mutually_exclusive_group()
+    way.add_argument('--to', choices=['marian'], help="write a post-LN model folder as a MarianMT folder that transformers loads")
+    way.add_argument('--from', dest='from_format', choices=['marian'], help='read a MarianMT folder (opus-mt) into a model folder')
     for q in (d, c): q.add_argument('--allow-pickle', action='store_true', help='read a model.pt with torch < 2.10, where unpickling '
                                     'is unsafe (CVE-2025-32434, CVE-2026-24747): only for files you wrote yourself')
     a = sub.add_parser('make-assignments', help='write the exercise notebooks')
@@ -191,6 +194,24 @@ def _decode(args):
     print(task.decode(out))
     return 0
 
+def _convert_marian(args):
+    "`convert --to marian` and `convert --from marian` (chapter 18), with the same functions as the notebook."
+    from transformer_tutorial.marian import from_marian, to_marian
+    from transformer_tutorial.model_files import save_pretrained
+    from transformer_tutorial.training import PAD, START, END
+    if args.from_format:
+        model = from_marian(args.checkpoint)
+        save_pretrained(model, args.out_dir, task={'name': 'marian', **model.marian_ids})
+        print(f"wrote {args.out_dir}: the course's post-LN Transformer holding {args.checkpoint} (Marian's ids in config.json's task)")
+        return 0
+    model, task = _load(args.checkpoint, False)
+    if not hasattr(model, 'decoder'): raise UsageError(f"{args.checkpoint} holds a language model; Marian holds encoder-decoders only")
+    ids = (task['pad_token_id'], task['eos_token_id'], task['decoder_start_token_id']) if (task or {}).get('name') == 'marian' else (PAD, END, START)
+    to_marian(model, args.out_dir, *ids)
+    print(f"wrote {args.out_dir}: config.json and model.safetensors, which transformers' MarianMTModel.from_pretrained loads "
+          f"(pad {ids[0]}, end {ids[1]}, decoder start {ids[2]})")
+    return 0
+
 def _generate(args):
     "The `generate` subcommand: the prompt and its continuation, printed."
     from transformer_tutorial.gpt import generate
@@ -214,6 +235,7 @@ def _generate(args):
 def _convert(args):
     "The `convert` subcommand."
     from transformer_tutorial.model_files import load_legacy_checkpoint, save_pretrained
+    if args.to or args.from_format: return _convert_marian(args)
     model, task = load_legacy_checkpoint(args.checkpoint, args.allow_pickle)
     save_pretrained(model, args.out_dir, task=task)
     print(f"wrote {os.path.join(args.out_dir, 'config.json')} and {os.path.join(args.out_dir, 'model.safetensors')}; "
