@@ -95,3 +95,14 @@ def test_resume_goes_on_exactly(tmp_path):
     train_task('copy', steps=20, checkpoint=tmp_path / 'run', **kw)
     _, resumed, _ = train_task('copy', steps=40, resume=tmp_path / 'run', **kw)
     assert resumed['loss'] == whole['loss'] and resumed['eval_step'] == whole['eval_step']
+
+
+def test_one_autocast_and_grad_scaler_for_the_whole_run(monkeypatch):
+    "train_task makes its autocast and grad scaler once and hands them to every chunk, so an fp16 scaler's scale carries over between evaluations."
+    from contextlib import nullcontext
+    import transformer_tutorial.training as training
+    calls = []
+    monkeypatch.setattr(copy_task, '_autocast', lambda device: calls.append(device) or (nullcontext(), None))
+    monkeypatch.setattr(training, '_autocast', lambda device: pytest.fail('a training chunk made its own grad scaler'))
+    _, history, _ = copy_task.train_task('copy', steps=30, eval_every=10, n_eval=20, progress=False, d_model=16, d_ff=32, device='cpu')
+    assert calls == [torch.device('cpu')] and history['eval_step'] == [10, 20, 30]

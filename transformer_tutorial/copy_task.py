@@ -15,7 +15,7 @@ from torch import nn
 from .validation import _check_positive_int
 from .masks import padding_mask
 from .model import Transformer
-from .training import PAD, START, END, Task, make_optimizer, train, train_step, select_device, record_attention
+from .training import PAD, START, END, Task, make_optimizer, train, train_step, select_device, record_attention, _autocast
 from .decoding import greedy_decode, beam_search
 from .model_files import save_checkpoint, load_checkpoint, resume_training_state
 
@@ -181,6 +181,7 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
         history = state['history']
         if log: log(f"resuming {resume} at step {state['step']} on {parallel.world_size} process(es)")
     trained = parallel.wrap(model)
+    precision = _autocast(device)  # one grad scaler (fp16 GPUs) for the whole run: its scale carries over between evaluations
     def save(metrics):
         if checkpoint and parallel.is_main:
             save_checkpoint(checkpoint, model, opt, sched, history, generator=next_batch.generator, metrics=metrics,
@@ -190,7 +191,7 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
         while done < steps:
             n = min(eval_every - done % eval_every, steps - done)  # a resumed run evaluates where the first one would have
             train(trained, next_batch, n, opt, sched, task.pad_id, run['label_smoothing'], history=history, step=parallel.step,
-                  progress=progress and parallel.is_main, desc=f'steps {done}-{done + n} of {steps}')
+                  progress=progress and parallel.is_main, desc=f'steps {done}-{done + n} of {steps}', precision=precision)
             done += n
             metrics = parallel.share((task.evaluate(model, n_eval) or evaluate(model, task, n_eval)) if parallel.is_main else None)
             _record(history, done, metrics)

@@ -214,13 +214,13 @@ def train_step(model: nn.Module, batch: Union[Batch, LMBatch], optimizer: torch.
 
 def train(model: nn.Module, next_batch: Callable[[], Batch], steps: int, optimizer: torch.optim.Optimizer, scheduler, pad_id: int,
           label_smoothing: float = 0.0, clip: float = 1.0, device: Optional[Union[str, torch.device]] = None, history: Optional[dict] = None,
-          progress: bool = True, desc: str = 'train', step: Callable[..., Tuple[float, float]] = train_step) -> dict:
-    "Train for `steps` batches from `next_batch()` with `step` (the model moved to `device` if given); returns the history dict of loss, accuracy and lr per step."
+          progress: bool = True, desc: str = 'train', step: Callable[..., Tuple[float, float]] = train_step, precision=None) -> dict:
+    "Train for `steps` batches from `next_batch()` with `step` (the model moved to `device` if given); returns the history dict of loss, accuracy and lr per step; `precision`: the (autocast, grad scaler) pair of `_autocast`, to carry a scaler's scale over several calls."
     from tqdm.auto import tqdm
     device = next(model.parameters()).device if device is None else select_device(device)
     model.to(device).train()
     history = history if history is not None else {'loss': [], 'accuracy': [], 'lr': []}
-    amp, scaler = _autocast(device)
+    amp, scaler = precision or _autocast(device)
     bar = tqdm(range(steps), disable=not progress, leave=False, desc=desc)
     for _ in bar:
         lr = scheduler.get_last_lr()[0]  # the lr this step uses
