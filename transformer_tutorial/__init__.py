@@ -26,6 +26,7 @@ _WHERE = {  # name -> the module (and chapter) that defines it
     **dict.fromkeys(['load_shakespeare', 'CharVocab'], 'shakespeare'),
     **dict.fromkeys(['GPT', 'GPTConfig', 'ShakespeareTask', 'generate', 'from_gpt2'], 'gpt'),
     **dict.fromkeys(['from_marian', 'to_marian'], 'marian'),
+    'flash_attention': 'flash',
 }
 __all__ = list(_WHERE)
 

@@ -215,7 +215,7 @@ def train_step(model: nn.Module, batch: Union[Batch, LMBatch], optimizer: torch.
 def train(model: nn.Module, next_batch: Callable[[], Batch], steps: int, optimizer: torch.optim.Optimizer, scheduler, pad_id: int,
           label_smoothing: float = 0.0, clip: float = 1.0, device: Optional[Union[str, torch.device]] = None, history: Optional[dict] = None,
           progress: bool = True, desc: str = 'train', step: Callable[..., Tuple[float, float]] = train_step, precision=None) -> dict:
-    "Train for `steps` batches from `next_batch()` with `step` (the model moved to `device` if given); returns the history dict of loss, accuracy and lr per step; `precision`: the (autocast, grad scaler) pair of `_autocast`, to carry a scaler's scale over several calls."
+    "Train for `steps` batches from `next_batch()` with `step` (the model moved to `device` if given); returns the history dict of loss, accuracy and lr per step; `precision`: an (autocast, grad scaler) pair made once by a caller that trains in chunks, so the scaler's scale carries over."
     from tqdm.auto import tqdm
     device = next(model.parameters()).device if device is None else select_device(device)
     model.to(device).train()
