@@ -396,16 +396,16 @@ def pe_positions_from_one(max_len, d_model):
     "MISTAKE: positions counted from 1 (arange(1, max_len + 1)), so row 0 is position 1."
     return _interleave(_angles(max_len, d_model, start=1), d_model)
 
-@_reg(PE, correct=True)
+@_reg(PE)
 def pe_stack_interleave_float64(max_len, d_model):
-    "CORRECT: float64 angles from torch.pow, sin/cos stacked on a new axis and flattened (interleaved), cut to d_model."
+    "MISTAKE: float64 angles from torch.pow, sin/cos stacked on a new axis and flattened (interleaved), cut to d_model, returned as float64 (the exercise asks for float32)."
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     angle = pos * torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     return torch.stack([angle.sin(), angle.cos()], -1).flatten(1)[:, :d_model]
 
-@_reg(PE, correct=True)
+@_reg(PE)
 def pe_numpy(max_len, d_model):
-    "CORRECT: built in NumPy (float64) with a Python loop over pairs and returned via torch.from_numpy."
+    "MISTAKE: built in NumPy with a Python loop over pairs and returned via torch.from_numpy, as float64 (the exercise asks for float32)."
     import numpy as np
     pe = np.zeros((max_len, d_model))
     pos = np.arange(max_len)[:, None]

@@ -138,3 +138,39 @@ def test_nbgrader_generate_assignment(tmp_path):
         code = "".join(c["text"] for c in rel if c["cell_type"] == "code")
         assert "SOLUTION" not in code and "raise NotImplementedError()" in code, name
         assert sum(c["text"].startswith("check_") for c in rel) == sum(c["text"].startswith("check_") for c in cells(EXERCISES / name))
+
+
+def _tiny(*cells):
+    "A notebook of code cells without torch; a cell given as ('check', code) is a graded check cell."
+    import nbformat
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}})
+    for i, c in enumerate(cells):
+        check = isinstance(c, tuple)
+        cell = nbformat.v4.new_code_cell(c[1] if check else c)
+        if check: cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": f"check{i}", "points": 1}
+        nb.cells.append(cell)
+    return nb
+
+
+def test_run_check_cells_interrupts_a_hung_cell_and_goes_on(tmp_path):
+    from transformer_tutorial.assignments import run_check_cells
+    r = run_check_cells(_tiny("import time", ("check", "while True: time.sleep(0.05)"), ("check", "x = 1")), tmp_path, timeout=3)
+    assert r["status"] == "timed out" and r["score"] == 1
+    assert r["checks"]["check1"]["error"] == "CellTimeoutError: the cell ran longer than 3 s and was interrupted" and r["checks"]["check2"]["passed"]
+
+
+def test_run_check_cells_says_crashed_and_counts_what_never_ran(tmp_path):
+    from transformer_tutorial.assignments import run_check_cells
+    nb = _tiny(("check", "x = 1"), "import os\nos._exit(1)", ("check", "y = 2"))
+    nb.cells[2].outputs = [{"output_type": "stream", "name": "stdout", "text": "stored by the student\n"}]  # not a result
+    r = run_check_cells(nb, tmp_path, timeout=60)
+    assert r["status"] == "crashed" and r["score"] == 1
+    assert r["checks"]["check2"]["error"].startswith("not run: the kernel died") and nb.cells[2].outputs == []
+
+
+@pytest.mark.skipif(os.name != "posix", reason="RLIMIT_AS is a POSIX limit")
+def test_run_check_cells_caps_the_kernels_memory(tmp_path):
+    "2 GiB fit this machine, but not under a 1 GiB cap: the student's code gets the MemoryError, the grading goes on."
+    from transformer_tutorial.assignments import run_check_cells
+    r = run_check_cells(_tiny(("check", "b = bytearray(2 << 30)"), ("check", "x = 1")), tmp_path, timeout=60, memory_limit=1 << 30)
+    assert r["status"] == "ok" and r["checks"]["check0"]["error"].startswith("MemoryError") and r["checks"]["check1"]["passed"]

@@ -230,3 +230,28 @@ def test_task_from_config():
     assert task_from_config({'vocab_size': 13, 'max_len': 10}) == task_from_config(None) == CopyTask()
     with pytest.raises(ValueError, match=r"config.json's task .* does not fit CopyTask: .*'colour'"):
         task_from_config({'name': 'copy', 'colour': 3})
+
+
+@pytest.mark.parametrize('task', ['copy', 'reverse'])
+@pytest.mark.parametrize('flag', [[], ['--compile']])
+def test_copy_tasks_train_with_the_fast_recipe(task, flag, monkeypatch, tmp_path):
+    "`train --task copy` (and reverse) hands chapter 20's FAST_COPY and the --compile flag to the one training loop."
+    import transformer_tutorial.data_parallel as dp
+    from transformer_tutorial.fast import FAST_COPY
+    class Stop(Exception): pass
+    seen = {}
+    def record(task, **kwargs): seen.update(kwargs); raise Stop
+    monkeypatch.setattr(dp, 'train_data_parallel', record)
+    with pytest.raises(Stop): main(['train', '--task', task, '--out', str(tmp_path / 'run'), *flag])
+    assert {k: seen[k] for k in FAST_COPY} == FAST_COPY and seen['compile'] == bool(flag)
+
+
+def test_compile_without_a_compiler_falls_back_with_one_line(tmp_path):
+    "`--compile` where torch.compile cannot build (no C++ compiler): one line says it fell back, training goes on, no traceback."
+    env = {**__import__('os').environ, 'CXX': str(tmp_path / 'no-such-compiler')}
+    r = subprocess.run([sys.executable, '-m', 'transformer_tutorial.cli', 'train', '--steps', '5', '--compile', '--device', 'cpu',
+                        '--out', str(tmp_path / 'run')], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    notes = [l for l in r.stdout.splitlines() if l.startswith('note: ')]
+    assert len(notes) == 1 and notes[0].startswith('note: torch.compile fell back to the uncompiled model:'), r.stdout
+    assert 'Traceback' not in r.stderr and 'after 5 steps' in r.stdout, r.stdout + r.stderr

@@ -106,3 +106,29 @@ def test_one_autocast_and_grad_scaler_for_the_whole_run(monkeypatch):
     monkeypatch.setattr(training, '_autocast', lambda device: pytest.fail('a training chunk made its own grad scaler'))
     _, history, _ = copy_task.train_task('copy', steps=30, eval_every=10, n_eval=20, progress=False, d_model=16, d_ff=32, device='cpu')
     assert calls == [torch.device('cpu')] and history['eval_step'] == [10, 20, 30]
+
+
+def test_train_task_compile_trains_the_same_model(monkeypatch):
+    "compile=True trains through the compiled model (here dynamo + AOTAutograd, no C++ compiler needed): the same losses as without."
+    compiled_calls = []
+    real_compile = torch.compile
+    def aot_eager(model, **kwargs):
+        compiled_calls.append(model)
+        return real_compile(model, **{**kwargs, 'backend': 'aot_eager'})
+    monkeypatch.setattr(torch, 'compile', aot_eager)
+    kw = dict(steps=12, eval_every=12, n_eval=20, progress=False, d_model=16, d_ff=32, device='cpu')
+    _, plain, _ = train_task('copy', **kw)
+    _, compiled, _ = train_task('copy', compile=True, **kw)
+    assert len(compiled_calls) == 1
+    assert compiled['loss'] == pytest.approx(plain['loss'], rel=1e-4, abs=1e-5)
+
+
+def test_train_task_compile_falls_back_with_one_warning(monkeypatch):
+    "Where torch.compile is not available, compile=True says so once and trains the plain model: the very same run."
+    def refuse(*args, **kwargs): raise RuntimeError("Python 3.99+ is not supported")
+    monkeypatch.setattr(torch, 'compile', refuse)
+    kw = dict(steps=10, eval_every=10, n_eval=20, progress=False, d_model=16, d_ff=32, device='cpu')
+    with pytest.warns(RuntimeWarning, match='fell back to the uncompiled model: RuntimeError: Python 3.99. is not supported') as caught:
+        _, fell_back, _ = train_task('copy', compile=True, **kw)
+    assert len(caught) == 1
+    assert fell_back['loss'] == train_task('copy', **kw)[1]['loss']

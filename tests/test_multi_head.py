@@ -138,3 +138,20 @@ def test_gradients_flow(need_weights):
     assert x.grad is not None and x.grad.isfinite().all() and x.grad.abs().sum() > 0
     for name, p in mha.named_parameters():
         assert p.grad is not None and p.grad.isfinite().all() and p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_dropout_on_both_paths_drops_weights_and_keeps_the_mean(need_weights):
+    "Training with dropout: both paths drop attention weights with their own random numbers (the same seed gives different masks), and on average give the undropped output; a query that reads nothing stays 0."
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H, dropout=0.5)
+    x = torch.randn(1, LQ, D).expand(4000, LQ, D)                        # one sequence, 4000 independent dropout masks
+    mask = torch.ones(1, 1, LQ, LQ, dtype=torch.bool); mask[0, 0, 1] = False
+    want, _ = mha.eval()(x[:1], x[:1], x[:1], mask=mask)
+    got, _ = mha.train()(x, x, x, mask=mask, need_weights=need_weights)
+    spread = got.std(0)
+    assert (spread[0] > 0.01).all() and torch.equal(got[:, 1], torch.zeros_like(got[:, 1]) + mha.w_o.bias)  # dropped, and row 1 reads nothing
+    torch.testing.assert_close(got.mean(0), want[0], atol=4 * spread.max().item() / 4000 ** 0.5, rtol=0)
+    torch.manual_seed(1); a, _ = mha(x[:8], x[:8], x[:8], need_weights=True)
+    torch.manual_seed(1); b, _ = mha(x[:8], x[:8], x[:8], need_weights=False)
+    assert not torch.allclose(a, b)                                        # the two paths draw different masks from one seed

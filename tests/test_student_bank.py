@@ -1,10 +1,12 @@
-"The self-checks against a bank of student implementations they were not written from (tests/student_bank.py)."
+"The self-checks against two banks of student implementations they were not written from (tests/student_bank.py, tests/student_bank3.py)."
 import contextlib, io
 
 import pytest
 
 from transformer_tutorial import checks
-from student_bank import BANK
+import student_bank, student_bank3
+
+BANK = student_bank.BANK + student_bank3.BANK
 
 # the mistake each message must name
 NAMED = {
@@ -43,6 +45,8 @@ NAMED = {
     'pe_integer_exponent': 'integer division',
     'pe_arguments_swapped': 'arguments in the other order',
     'pe_positions_from_one': 'positions counted from 1',
+    'pe_stack_interleave_float64': 'dtype torch.float64: return float32',
+    'pe_numpy': 'dtype torch.float64: return float32',
     'LNVarWithoutDim': 'one variance for the whole tensor',
     'LNNoKeepdim': 'keepdim=True',
     'LNForgotBias': 'the bias is not added',
@@ -68,6 +72,23 @@ NAMED = {
     'DecOwnCausalMask': 'builds its own causal mask',
     'DecIgnoresMemoryMask': 'memory_mask is ignored',
     'DecPostLNNoMemoryMask': 'post-LN instead of pre-LN',          # the first of its two mistakes
+    # the third bank: outputs of the wrong kind, dtype, inputs the exercise allows, dropout in eval mode at a nonzero rate
+    'sdpa_output_only': 'should return a pair (output, weights)',
+    'sdpa_weights_first': 'returned (weights, output) in that order',
+    'causal_mask_numpy': 'should return a tensor, got ndarray',
+    'split_heads_list_of_heads': 'should return a tensor, got list',
+    'MHAOutputOnly': 'should return a pair (output, weights)',
+    'LNReturnsStatistics': 'output shape tuple',
+    'FFNReturnsHidden': 'output shape tuple',
+    'EncReturnsWeights': 'returned a tuple with no mask: return the tensor x',
+    'DecReturnsList': 'returned a list with no masks',
+    'pe_float64': 'dtype torch.float64: return float32',
+    'pe_half': 'dtype torch.float16: return float32',
+    'pe_even_d_model_only': 'd_model = 7 is odd, which the exercise asks for',
+    'EncMaskRequired': "raised TypeError: bad operand type for unary ~: 'NoneType'",
+    'DecMemoryMaskRequired': "raised AttributeError: 'NoneType' object has no attribute 'expand'",
+    'EncFunctionalDropout': 'built with dropout=0.1 and put in eval mode, two calls with the same input give different outputs',
+    'DecFunctionalDropout': 'built with dropout=0.1 and put in eval mode, two calls with the same input give different outputs',
 }
 # rejected without their mistake named: the message only says how the result is wrong (the verdict it must give)
 UNNAMED = {

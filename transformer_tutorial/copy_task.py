@@ -18,6 +18,7 @@ from .model import Transformer
 from .training import PAD, START, END, Task, make_optimizer, train, train_step, select_device, record_attention, _autocast
 from .decoding import greedy_decode, beam_search
 from .model_files import save_checkpoint, load_checkpoint, resume_training_state
+from .fast import compile_model
 
 # %% ../nbs/11_copy_task.ipynb #84dbc642
 HELDOUT_SEED = 987654321   # the held-out set's generator seed; training uses small seeds
@@ -156,8 +157,9 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
                num_heads: int = 4, num_layers: int = 1, d_ff: int = 128, batch_size: int = 128, lr: float = 1e-2, warmup: int = 100,
                schedule_steps: int = 500, cooldown: float = 0.4, lr_floor: float = 0.05, label_smoothing: float = 0.0,
                eval_every: int = 100, n_eval: int = 1000, causal: bool = True, progress: bool = True, checkpoint=None, resume=None,
-               log: Optional[Callable[[str], None]] = None, parallel: Optional[OneProcess] = None) -> Tuple[nn.Module, dict, dict]:
-    "Train the model of 'copy', 'reverse' or any `Task` (its `make_model`) until the task is solved (100% held-out exact match by default) or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from, `parallel`: where it runs (`OneProcess()`)."
+               log: Optional[Callable[[str], None]] = None, parallel: Optional[OneProcess] = None,
+               compile: bool = False) -> Tuple[nn.Module, dict, dict]:
+    "Train the model of 'copy', 'reverse' or any `Task` (its `make_model`) until the task is solved (100% held-out exact match by default) or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from, `parallel`: where it runs (`OneProcess()`), `compile`: train through `torch.compile` (chapter 20's `compile_model`: where compiling is not available, a warning and the plain model)."
     task, parallel = as_task(task), parallel or OneProcess()
     steps = 1500 if steps is None else steps
     _check_positive_int('steps', steps); _check_positive_int('eval_every', eval_every)
@@ -181,6 +183,7 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
         history = state['history']
         if log: log(f"resuming {resume} at step {state['step']} on {parallel.world_size} process(es)")
     trained = parallel.wrap(model)
+    if compile: trained = compile_model(trained)  # the training steps only: evaluation and checkpoints use `model`
     precision = _autocast(device)  # one grad scaler (fp16 GPUs) for the whole run: its scale carries over between evaluations
     def save(metrics):
         if checkpoint and parallel.is_main:

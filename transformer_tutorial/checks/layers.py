@@ -38,10 +38,11 @@ def _pe_variant(max_len, d, v):
 
 @_keeps_rng
 def check_positional_encoding(fn: Callable) -> None:
-    "Check `fn(max_len, d_model)` returns the (max_len, d_model) sinusoidal table: sin on even, cos on odd dimensions; max_len = 1 and d_model = 2 too (even d_model only)."
+    "Check `fn(max_len, d_model)` returns the (max_len, d_model) float32 sinusoidal table: sin on even, cos on odd dimensions; max_len = 1, d_model = 2 and an odd d_model too."
     name, n = 'sinusoidal_positional_encoding', 0
-    for max_len, d in ((50, 16), (8, 8), (6, 10), (1, 2), (1, 16), (40, 2)):  # then one position, one sin/cos pair
-        out, ref = _call(name, fn, max_len, d), sinusoidal_positional_encoding(max_len, d)
+    for max_len, d in ((50, 16), (8, 8), (6, 10), (1, 2), (1, 16), (40, 2), (6, 7), (1, 3)):  # then one position, one pair, odd d
+        hint = f"; d_model = {d} is odd, which the exercise asks for: there is one more sine column than cosine columns" if d % 2 else ""
+        out, ref = _hinted(hint, lambda: _call(name, fn, max_len, d)), sinusoidal_positional_encoding(max_len, d)
         if not isinstance(out, torch.Tensor): _fail(name, f"should return a tensor, got {type(out).__name__}")
         got = tuple(out.shape)
         if got == (max_len, 1, d) and max_len > 1:
@@ -53,8 +54,11 @@ def check_positional_encoding(fn: Callable) -> None:
             _fail(name, f"returned the table transposed, shape {got}: rows are positions, columns dimensions, (max_len, d_model) = {(max_len, d)}")
         elif got != (max_len, d): _fail(name, f"shape {got}, expected (max_len, d_model) = {(max_len, d)}")
         if not out.is_floating_point(): _fail(name, f"dtype {out.dtype}: the table should be floating point")
+        if out.dtype != torch.float32:
+            _fail(name, f"dtype {out.dtype}: return float32, as the exercise asks, the dtype of the embeddings the table is added to "
+                        "(compute in float64 if you like, then .float())")
         if not _close(out, ref, atol=1e-4):
-            cands = [
+            cands = [] if d % 2 else [
                 (_pe_variant(max_len, d, 'sin_everywhere'), "sin used for every dimension: odd dimensions 2i+1 take the cosine of the same angle"),
                 (_pe_variant(max_len, d, 'swapped_sin_cos'), "sin and cos swapped: even dimensions take sin, odd dimensions cos"),
                 (_pe_variant(max_len, d, 'halves'), "sines in the first half and cosines in the second: interleave them, sin at 2i and cos at 2i+1"),
@@ -372,6 +376,9 @@ def _check_layer(cls, decoder):
         for what, args, kw in cases:
             try: out = _call(name, m, *args)
             except AssertionError as e: out = e  # reported unless an earlier case shows the mistake in the numbers
+            if not isinstance(out, (torch.Tensor, AssertionError)):
+                _fail(name, f"returned a {type(out).__name__} with {what}: return the tensor x, (B, L, d_model) = {tuple(x.shape)}, alone "
+                            "(the attention weights stay inside the layer)")
             if first is None and not results and _random_between_calls(m, args, out): _fail(name, _DROPOUT_ON)
             if isinstance(out, torch.Tensor) and out.shape != x.shape:
                 _fail(name, f"output {_shape(out)} with {what}: expected (B, L, d_model) = {tuple(x.shape)}, the shape of x")
@@ -397,7 +404,16 @@ def _check_layer(cls, decoder):
         _fail(name, f"{msg or 'output differs from the pre-LN reference'} (seen: {seen})")
     n += len(cases)
     n += _own_parameters(name, m, ref, x, attns, norms, r_attns, oi, cases[-1])
+    n += _dropout_off_in_eval(name, cls, (d, H, d_ff), cases[-1][1])
     _passed(name, n)
+
+def _dropout_off_in_eval(name, cls, sizes, args, rate=0.1):
+    "Build the layer with a nonzero dropout rate, when its signature takes one, and check that eval mode turns it off; returns the checks made."
+    m = _try(lambda: _build(name, cls, *sizes, rate))
+    if m is None: return 0  # no dropout argument: nothing to switch off
+    if _random_between_calls(m, args, _try(lambda: _call(name, m, *args))):
+        _fail(name, f"built with dropout={rate} and put in eval mode, {_DROPOUT_ON}")
+    return 1
 
 @_keeps_rng
 def check_encoder_layer(cls: Callable[..., torch.nn.Module]) -> None:
