@@ -83,10 +83,9 @@ def test_loss_is_normalized_by_all_tokens_not_averaged_per_part():
 
 STEP_SCRIPT = """
 import copy, sys, torch
-import torch.distributed as dist
 from transformer_tutorial.copy_task import CopyTask, task_model
 from transformer_tutorial.training import PAD, make_optimizer
-from transformer_tutorial.data_parallel import init_distributed, sharded_batches, data_parallel_step, DDP
+from transformer_tutorial.data_parallel import init_distributed, close_distributed, sharded_batches, data_parallel_step, DDP
 accumulate, out = int(sys.argv[1]), sys.argv[2]
 env, device = init_distributed('cpu', timeout=60)
 task = CopyTask()
@@ -101,7 +100,7 @@ for name in ('sgd', 'adamw'):
     result['grads'] = {k: p.grad.clone() for k, p in m.named_parameters()}
     result['loss'] = loss
 if env.is_main: torch.save(result, out)
-if env.world_size > 1: dist.barrier(); dist.destroy_process_group()
+close_distributed()
 """
 
 

@@ -44,6 +44,7 @@ def _why(e: BaseException) -> str:
     return f"{type(inner).__name__}: {lines[0][:200] if lines else ''}"
 
 def _fall_back(why: str) -> None:
+    "Warn that the model runs uncompiled, and why."
     warnings.warn(f"torch.compile fell back to the uncompiled model: {why}", RuntimeWarning, stacklevel=3)
 
 def _cxx_compiler() -> Optional[str]:
