@@ -35,6 +35,11 @@ def steps(a):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9, **adamw)
         return model, opt, task.batches(batch_size, seed=0)().to(device)
     def plain(model, opt, batch, amp=None): return lambda: train_step(model, batch, opt, PAD, amp=amp)
+    def formula_norms(model, opt, batch):
+        from transformer_tutorial.layer_norm import LayerNorm
+        for m in model.modules():
+            if isinstance(m, LayerNorm): m.fused = False  # chapter 5's formula, step by step
+        return model, opt, batch
     def hand(model, opt, batch):
         def step():
             with record_attention(model): train_step(model, batch, opt, PAD)
@@ -42,6 +47,7 @@ def steps(a):
     autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16)
     variants = {'default step (fused attention, for-loop AdamW)': plain(*setup(foreach=False)),
                 'hand-written attention (weights kept)': hand(*setup(foreach=False)),
+                'layer norm step by step (fused=False)': plain(*formula_norms(*setup(foreach=False))),
                 'foreach AdamW': plain(*setup(foreach=True)),
                 'fused AdamW': plain(*setup(fused=True)),
                 'bf16 autocast': plain(*setup(foreach=False), amp=autocast()),

@@ -373,6 +373,7 @@ class LayerNormNoEps(nn.Module):
 
 class LayerNormUpcastNoCastBack(LayerNorm):
     "MISTAKE: normalizes x.float() (as mixed-precision code does) and never returns to x's dtype."
+    def __init__(self, d_model: int, eps: float = 1e-5): super().__init__(d_model, eps, fused=False)  # the formula, as a student writes it
     def forward(self, x: torch.Tensor) -> torch.Tensor: return super().forward(x.float())
 
 class FeedForwardSqueezed(PositionwiseFeedForward):
