@@ -17,7 +17,7 @@ class LayerNorm(nn.Module):
     "Normalize the last dimension to mean 0 and variance 1 (biased, eps inside the root), then scale and shift."
     def __init__(self, d_model: int, eps: float = 1e-5, fused: bool = True):
         super().__init__()
-        self.d_model, self.eps, self.fused = d_model, eps, fused  # fused: the same formula in one kernel (see below)
+        self.d_model, self.eps, self.fused = d_model, eps, fused  # fused: F.layer_norm, the same formula in one kernel; else the lines below
         self.weight = nn.Parameter(torch.ones(d_model))  # gamma
         self.bias = nn.Parameter(torch.zeros(d_model))   # beta
 
