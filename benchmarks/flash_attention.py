@@ -6,7 +6,8 @@ forward pass and of a forward and backward pass, and the peak memory of the forw
 torch.cuda.max_memory_allocated above the inputs; on the CPU the largest tensor made, counted through PyTorch's
 dispatcher). A way that runs out of memory prints 'OOM'. On the CPU the Triton kernel is left out: Triton's
 interpreter runs it in NumPy, block by block, which measures the interpreter, not the kernel. Prints a Markdown table
-and, on a GPU, the Triton forward's time over PyTorch's flash backend's at L = 4096 (the goal: at most 1.5).
+and, on a GPU, the Triton forward's time over PyTorch's flash backend's at L = 4096 (the goal: at most 1.5). On a GPU the
+tiled attention in Python runs up to L = 4096 (--max-tiled).
 """
 import argparse, statistics, sys, time
 import torch
@@ -71,6 +72,8 @@ def main():
     ap.add_argument('--lengths', type=int, nargs='+', default=None, help='default: 512 to 16384 on a GPU, 256 to 2048 on the CPU')
     ap.add_argument('--dtype', default=None, help='default: bfloat16 on a GPU, float32 on the CPU')
     ap.add_argument('--repeats', type=int, default=5)
+    ap.add_argument('--max-tiled', type=int, default=None, help="the longest L for chapter 19's tiled attention in Python (default: 4096 on "
+                    "a GPU, where its Python loop over tiles takes seconds beyond that, none on the CPU)")
     a = ap.parse_args()
     device = torch.device(a.device)
     gpu = device.type == 'cuda'
@@ -82,8 +85,11 @@ def main():
     print("\n| L | way | forward ms | forward+backward ms | peak memory MiB (" + ("allocated" if gpu else "largest tensor") + ") |")
     print("|---|---|---|---|---|")
     results = {}
+    max_tiled = a.max_tiled or (4096 if gpu else max(lengths))
     for L in lengths:
         for way, f in ways(device).items():
+            if way.startswith('tiled') and L > max_tiled:
+                print(f"| {L} | {way} | not run (--max-tiled {max_tiled}) | | |", flush=True); continue
             r = results[L, way] = measure(f, B, L, dtype, device, a.repeats)
             print(f"| {L} | {way} | " + ("OOM | OOM | OOM |" if r is None else f"{r[0]:.2f} | {r[1]:.2f} | {r[2]:.1f} |"), flush=True)
     if gpu and 4096 in lengths and results.get((4096, 'Triton (chapter 19a)')) and results.get((4096, 'F.sdpa (PyTorch fused)')):

@@ -1,6 +1,7 @@
 """The GPT on Shakespeare: the CLI's recipe from command to last line, the same model trained beside transformers' GPT-2, and generation speed.
 
 Usage: python benchmarks/shakespeare.py [--part cli hf generate] [--steps 1400] [--device cpu]
+       python benchmarks/shakespeare.py --part budget --device cuda [--seconds 180]
 
 - cli: `transformer-tutorial train --task shakespeare` run as a user runs it, timed from the command to its last line;
   then the validation loss of the folder it wrote on all of the validation plays (back-to-back windows).
@@ -9,8 +10,15 @@ Usage: python benchmarks/shakespeare.py [--part cli hf generate] [--steps 1400] 
   course's `train_step`, one step of each in turn; step times and validation losses side by side.
 - generate: seconds for 256 and 1024 new characters with and without the key/value cache (a model of the same width
   with a 1100-position table; untrained, since the speed does not depend on the weights).
+- budget (for a GPU): the chapter-17 GPT scaled up (6 blocks, d_model 384, 6 heads, context 256, dropout 0.2: nanoGPT's
+  character model) and trained for a fixed wall-clock budget with nanoGPT's recipe for it (AdamW lr 1e-3, betas (0.9, 0.99),
+  weight decay 0.1 on the matrices, 100 warmup steps, cosine decay to 1e-4 over the steps the budget holds, estimated
+  from the pace of steps 20 to 50; clipping at 1; batch 64; bf16 autocast), in a loop that never waits for the GPU except to read the
+  clock every 50 steps. Scored on every character of the validation plays with at least half the context before it
+  (`full_context_loss`), and back to back as chapter 17 scores; then generation speed with and without the cache, the
+  draw on the CPU (an int seed) and on the GPU (a generator there).
 """
-import argparse, json, math, os, statistics, subprocess, sys, tempfile, time
+import argparse, contextlib, json, math, os, statistics, subprocess, sys, tempfile, time
 import torch
 from torch import nn
 from transformer_tutorial.gpt import GPT, ShakespeareTask, from_gpt2, generate
@@ -90,15 +98,106 @@ def generation(a):
               f"{row[False]:.2f} s ({1000 * row[False] / n:.1f} ms each): {row[False] / row[True]:.1f}x", flush=True)
 
 
+def full_context_loss(model, ids, context, batch_size=64):
+    "Mean cross-entropy (nats) of predicting every id of `ids` after the first, each from at least `context` // 2 ids before it (all before it near the start): windows of `context` overlapping by half, each scoring what the previous did not."
+    import torch.nn.functional as F
+    device, n, half = next(model.parameters()).device, len(ids), context // 2
+    starts = list(range(0, n - 1 - context, context - half)) + [n - 1 - context]
+    scored_to, total, count, batch = 0, 0.0, 0, []   # targets 1..scored_to are scored
+    def flush():
+        nonlocal total, count
+        x = torch.stack([ids[s:s + context] for s, _ in batch]).to(device)
+        y = torch.stack([ids[s + 1:s + context + 1] for s, _ in batch]).to(device)
+        keep = torch.stack([torch.arange(context) >= first for _, first in batch]).to(device)       # the positions this window scores
+        with torch.no_grad(): loss = F.cross_entropy(model(x).float().flatten(0, 1), y.flatten(), reduction='none')
+        total += loss[keep.flatten()].sum().item(); count += int(keep.sum()); batch.clear()
+    for s in starts:
+        first = scored_to - s           # window position j predicts target s + j + 1: score those past scored_to
+        batch.append((s, max(first, 0))); scored_to = s + context
+        if len(batch) == batch_size: flush()
+    if batch: flush()
+    assert count == n - 1, (count, n)
+    return total / count
+
+
+def budget(a):
+    "Train a larger GPT for a fixed wall-clock budget on a GPU (see the module's docstring), score it, time generation."
+    import math as m
+    from transformer_tutorial.gpt import gpt_flops_per_token
+    device = torch.device(a.device)
+    task = ShakespeareTask(context=256)
+    torch.manual_seed(0)
+    model = GPT(len(task.vocab), 256, a.d_model, a.heads, a.layers, 4 * a.d_model, dropout=0.2).to(device)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.1}, {'params': rest, 'weight_decay': 0.0}], lr=1e-3, betas=(0.9, 0.99),
+                            fused=device.type == 'cuda')
+    total = [10 ** 9]   # set once the first steps have been timed
+    def factor(step):
+        if step < 100: return (step + 1) / 100
+        progress = min(1.0, (step - 100) / max(1, total[0] - 100))
+        return 0.1 + 0.9 * 0.5 * (1 + m.cos(m.pi * progress))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    train_ids = task.train_ids.to(device)
+    g = torch.Generator(device=device).manual_seed(0)
+    offsets = torch.arange(257, device=device)
+    amp = torch.autocast(device.type, dtype=torch.bfloat16) if device.type == 'cuda' else contextlib.nullcontext()
+    flops_per_step = 3 * gpt_flops_per_token(model.config) * 64 * 256
+    sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
+    losses, curve, step = [], {}, 0
+    sync(); t0 = time.perf_counter()
+    model.train()
+    while True:
+        w = train_ids[torch.randint(0, len(train_ids) - 257, (64,), device=device, generator=g)[:, None] + offsets]   # (64, 257)
+        with amp: logits = model(w[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), w[:, 1:].flatten())
+        opt.zero_grad(set_to_none=True); loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step(); sched.step(); step += 1
+        if step % 50 == 0: losses.append(loss.detach())
+        if step in (20, 50):
+            sync(); spent = time.perf_counter() - t0
+            if step == 20: t20 = spent
+            else:   # steps 20-50 set the pace; the first ones also start cuBLAS and the allocator
+                total[0] = max(50, int(50 + (a.seconds - spent) / ((spent - t20) / 30)))
+                print(f"first 50 steps {spent:.1f} s ({1000 * (spent - t20) / 30:.1f} ms/step after the 20th); the schedule spans {total[0]} steps", flush=True)
+        if step % 50 == 0:
+            sync()
+            if time.perf_counter() - t0 >= a.seconds or step >= total[0]: break
+    sync(); wall = time.perf_counter() - t0
+    print(f"trained {step} steps in {wall:.1f} s: {step * 64 * 256 / wall:,.0f} tokens/s, {1e3 * wall / step:.1f} ms/step, "
+          f"{flops_per_step * step / wall / 1e12:.1f} TFLOP/s of model FLOPs (6 N per token plus attention); "
+          f"training loss every 50 steps, last 5: {[round(x.item(), 3) for x in losses[-5:]]}", flush=True)
+    model.eval()
+    t = time.perf_counter(); fair = full_context_loss(model, task.valid_ids, 256)
+    t_fair = time.perf_counter() - t
+    back = task.evaluate(model, n=None)['loss']
+    print(f"validation plays, every character with at least 128 before it: {fair:.4f} nats per character ({fair / m.log(2):.3f} bits), "
+          f"scored in {t_fair:.1f} s; back to back windows of 256 (chapter 17's score): {back:.4f}", flush=True)
+    prompt = task.encode('ROMEO:\n')
+    for n_new in (240,):   # within the context of 256, where the cache applies
+        for use_cache, gen in ((True, 0), (True, 'device'), (False, 0)):
+            generator = torch.Generator(device=device).manual_seed(0) if gen == 'device' else gen
+            generate(model, prompt, 8, generator=generator, use_cache=use_cache); sync()
+            generator = torch.Generator(device=device).manual_seed(0) if gen == 'device' else gen
+            t = time.perf_counter(); text = generate(model, prompt, n_new, generator=generator, use_cache=use_cache); sync()
+            dt = time.perf_counter() - t
+            print(f"generate {n_new} characters, {'with' if use_cache else 'without'} the cache, drawn on the "
+                  f"{'GPU' if gen == 'device' else 'CPU'}: {dt:.2f} s, {n_new / dt:.0f} characters/s", flush=True)
+    print("sample (cache, seed 0 on the CPU):\n" + task.decode(generate(model, prompt, 240, generator=0)[0].tolist()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--part', nargs='+', default=['cli', 'hf', 'generate'], choices=['cli', 'hf', 'generate'])
+    ap.add_argument('--part', nargs='+', default=['cli', 'hf', 'generate'], choices=['cli', 'hf', 'generate', 'budget'])
+    ap.add_argument('--seconds', type=float, default=180, help='the budget part: seconds of training')
+    ap.add_argument('--d-model', type=int, default=384); ap.add_argument('--layers', type=int, default=6); ap.add_argument('--heads', type=int, default=6)
     ap.add_argument('--steps', type=int, default=None, help='training steps (default: the CLI recipe, 1400)')
     ap.add_argument('--device', default='cpu')
     a = ap.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {a.device}"
           + (f" ({torch.cuda.get_device_name()})" if a.device.startswith('cuda') else ''), flush=True)
-    for part in a.part: {'cli': cli, 'hf': side_by_side, 'generate': generation}[part](a)
+    for part in a.part: {'cli': cli, 'hf': side_by_side, 'generate': generation, 'budget': budget}[part](a)
     return 0
 
 

@@ -4,10 +4,15 @@ Usage:
   python benchmarks/speed.py steps [--device cpu|cuda] [--compile]   # one training step of the copy-task model, one change at a time
   python benchmarks/speed.py phases [--task copy] [--seed 0]         # where one `train` run's time goes, in this process
   python benchmarks/speed.py cli [--task copy] [--seeds 0 1 2] [--options lr=0.02,warmup=50,schedule_steps=300 [--only-options]] [--threads 1]
+  python benchmarks/speed.py syncs [--device cuda]                   # where a training step makes the CPU wait for the GPU
 
 `steps`: every variant is timed interleaved with the others (`transformer_tutorial.fast.time_steps`), so load from other
 processes hits them alike; speed-up = default step / variant. `--compile` adds torch.compile (tens of seconds to compile
 on a CPU); on a CUDA device it also adds mode="reduce-overhead" (CUDA graphs), and autocast uses bf16 there as on the CPU.
+On a CUDA device `steps` also times chapter 20's `GraphedModel` (the forward and backward passes recorded as CUDA graphs,
+the loss, clipping and a foreach AdamW outside them), in float32 and under bf16 autocast.
+`syncs`: one training step of the copy task under `torch.cuda.set_sync_debug_mode('warn')`, eager and graphed: each
+place where the CPU waits for the GPU, counted.
 `cli`: each seed runs the command as a fresh process (start-up and imports included) and reports the wall time, the
 held-out exact match and the steps; with `--options`, each seed also runs with the task's registered training options
 (cli.TASKS) changed as given, interleaved with the unchanged command.
@@ -52,6 +57,13 @@ def steps(a):
                 'fused AdamW': plain(*setup(fused=True)),
                 'bf16 autocast': plain(*setup(foreach=False), amp=autocast()),
                 'batch 256 (time per 128 sequences)': plain(*setup(256, foreach=False))}
+    if device.type == 'cuda':
+        from transformer_tutorial.fast import GraphedModel
+        for name, dtype in (('CUDA graphs, float32 (foreach AdamW)', None), ('CUDA graphs, bf16 autocast (foreach AdamW)', torch.bfloat16)):
+            model, opt, batch = setup(foreach=True)
+            graphed = GraphedModel(model, batch.logits(lambda *args: args), dtype)
+            amp = torch.autocast('cuda', dtype=dtype, cache_enabled=False) if dtype else None
+            variants[name] = plain(graphed, opt, batch, amp)
     modes = ([None] + (['reduce-overhead'] if device.type == 'cuda' else [])) if a.compile else []
     for mode in modes:
         model, opt, batch = setup(foreach=False)
@@ -134,6 +146,34 @@ def phases(a):
     print(f"| everything else (model, logs) | {total - sum(spent.values()):.2f} |\n| total, after Python started | {total:.2f} |")
 
 
+def syncs(a):
+    "Count the synchronizing calls of one copy-task training step, eager (as train_task runs it on a GPU without graphs) and graphed."
+    import warnings
+    from collections import Counter
+    from transformer_tutorial.copy_task import CopyTask, task_model
+    from transformer_tutorial.training import PAD, train_step, make_optimizer, _autocast
+    from transformer_tutorial.fast import graph_model
+    device = torch.device(a.device)
+    task = CopyTask()
+    print(header(device), flush=True)
+    for graphed in (False, True):
+        model = task_model(task, seed=0).to(device)
+        opt, _ = make_optimizer(model, 1e-3, 10)
+        precision = _autocast(device)
+        next_batch = task.batches(128, seed=0)
+        trained = graph_model(model, next_batch().to(device), precision) if graphed else model
+        for _ in range(3): train_step(trained, next_batch(), opt, PAD, amp=precision[0], scaler=precision[1])   # warm-up
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode('warn')
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            train_step(trained, next_batch(), opt, PAD, amp=precision[0], scaler=precision[1])
+        torch.cuda.set_sync_debug_mode(0)
+        where = Counter(f"{os.path.relpath(w.filename)}:{w.lineno}" for w in caught if 'synchroniz' in str(w.message))
+        print(f"{'graphed' if graphed else 'eager'} step: {sum(where.values())} synchronizations: "
+              + '; '.join(f"{k} ({n}x)" for k, n in where.most_common()), flush=True)
+
+
 def type_of(v):
     "A number from an --options value where it is one."
     for cast in (int, float):
@@ -151,10 +191,11 @@ def main(argv=None):
     c.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2]); c.add_argument('--options', default=None)
     c.add_argument('--only-options', action='store_true', help='leave out the runs of the unchanged command')
     c.add_argument('--threads', type=int, default=None, help="OMP_NUM_THREADS for the runs (default: torch's choice)")
+    y = sub.add_parser('syncs'); y.add_argument('--device', default='cuda')
     p = sub.add_parser('phases'); p.add_argument('--task', default='copy', choices=['copy', 'reverse'])
     p.add_argument('--seed', type=int, default=0)
     a = ap.parse_args(argv)
-    {'steps': steps, 'cli': cli, 'phases': phases}[a.what](a)
+    {'steps': steps, 'cli': cli, 'phases': phases, 'syncs': syncs}[a.what](a)
 
 
 if __name__ == '__main__':

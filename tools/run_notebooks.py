@@ -77,15 +77,19 @@ def run_one(path, kernel, wheel=None, timeout=900, save=False):
     return {"notebook": str(path), "seconds": round(time.perf_counter() - t0, 1), "error": error}
 
 
-def run(paths, python=None, wheel=None, workers=2, timeout=900, save=False):
-    "Run the notebooks (the first alone, so that its install cell installs into a fresh environment); returns results in order."
+def run(paths, python=None, wheel=None, workers=2, timeout=900, save=False, report=None):
+    "Run the notebooks (the first alone, so that its install cell installs into a fresh environment); returns results in order; `report(result)` is called as each one ends."
     os.environ["JUPYTER_PATH"] = str(kernel_spec_dir(python or sys.executable))  # read when each client starts its kernel
     if workers > 1:  # kernels side by side share the cores: each gets its share, or their OpenMP pools fight over them
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
     paths = [Path(p) for p in paths]
-    first = [run_one(paths[0], "tt-kernel", wheel, timeout, save)] if paths else []
+    def one(p):
+        r = run_one(p, "tt-kernel", wheel, timeout, save)
+        if report: report(r)
+        return r
+    first = [one(paths[0])] if paths else []
     with ThreadPoolExecutor(max(1, workers)) as ex:
-        rest = list(ex.map(lambda p: run_one(p, "tt-kernel", wheel, timeout, save), paths[1:]))
+        rest = list(ex.map(one, paths[1:]))
     return first + rest
 
 
@@ -98,10 +102,10 @@ def main(argv=None):
     ap.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     ap.add_argument("--save", action="store_true", help="store the outputs in the notebooks (those that ran without error)")
     a = ap.parse_args(argv)
-    results = run(a.notebooks, a.python, a.wheel, a.workers, a.timeout, a.save)
-    for r in results: print(f"{'ok  ' if r['error'] is None else 'FAIL'} {r['seconds']:6.1f} s  {r['notebook']}")
-    for r in results:
-        if r["error"]: print(f"\n=== {r['notebook']}\n{r['error']}")
+    def line(r):   # as each notebook ends, its error with it: a run cut short still says what failed
+        print(f"{'ok  ' if r['error'] is None else 'FAIL'} {r['seconds']:6.1f} s  {r['notebook']}", flush=True)
+        if r["error"]: print(f"\n=== {r['notebook']}\n{r['error']}\n", flush=True)
+    results = run(a.notebooks, a.python, a.wheel, a.workers, a.timeout, a.save, report=line)
     return 1 if any(r["error"] for r in results) else 0
 
 

@@ -166,10 +166,10 @@ def _train(args):
     if env.is_main: log(f"continuing the {name} run of {args.resume}{procs} -> {out}" if args.resume else
                         f"training the {name} task (seed {args.seed}{procs}) -> {out}")
     given = {k: v for k, v in (('steps', args.steps), ('batch_size', args.batch_size)) if v is not None}
-    with warnings.catch_warnings():   # for this call: chapter 20's fallback (no compiler here) as one line, the rest as usual
+    with warnings.catch_warnings():   # for this call: chapter 20's fallbacks (no compiler, no CUDA graph) as one line, the rest as usual
         show = warnings.showwarning
         def one_line(message, category, *where):
-            if 'torch.compile' not in str(message): show(message, category, *where)
+            if 'fell back to the' not in str(message): show(message, category, *where)
             elif env.is_main: log(f"note: {message}")
         warnings.showwarning = one_line
         model, history, metrics = train_data_parallel(task, device=args.device, seed=args.seed, checkpoint=out, resume=args.resume,

@@ -8,6 +8,7 @@ __all__ = ['HELDOUT_SEED', 'CopyTask', 'evaluate', 'TrainingInterrupted', 'as_ta
 
 # %% ../nbs/11_copy_task.ipynb #5617f059
 import math, warnings
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple, Union
 import torch
@@ -18,7 +19,7 @@ from .model import Transformer
 from .training import PAD, START, END, Task, make_optimizer, train, train_step, select_device, record_attention, _autocast
 from .decoding import greedy_decode, beam_search
 from .model_files import save_checkpoint, load_checkpoint, resume_training_state
-from .fast import compile_model
+from .fast import compile_model, graph_model, quiet_graph_warnings
 
 # %% ../nbs/11_copy_task.ipynb #84dbc642
 HELDOUT_SEED = 987654321   # the held-out set's generator seed; training uses small seeds
@@ -30,6 +31,7 @@ class CopyTask(Task):
     min_len: int = 1
     max_len: int = 10
     reverse: bool = False
+    fixed_shapes = True   # sources padded to max_len, targets to max_len + 1: every batch has the same shapes
 
     def __post_init__(self):
         if self.vocab_size < 4: raise ValueError(f"vocab_size must be at least 4 (3 special tokens + data), got {self.vocab_size}")
@@ -153,13 +155,21 @@ class OneProcess:
     def share(self, obj: Any) -> Any: return obj
     def finish(self) -> None: "Nothing to tear down."
 
+def _use_graphs(graphs, task, device, parallel, compile):
+    "Whether `train_task` records its step as CUDA graphs: as asked (checked), or by default on a CUDA GPU for a fixed-shape task, in one process, not compiled."
+    if graphs is None: return device.type == 'cuda' and task.fixed_shapes and parallel.world_size == 1 and not compile
+    if graphs and device.type != 'cuda': raise ValueError(f"graphs=True needs a CUDA GPU, but training runs on {device}: leave graphs out")
+    if graphs and not task.fixed_shapes: raise ValueError(f"graphs=True needs batches of fixed shapes; the {task.name} task's vary")
+    if graphs and (parallel.world_size > 1 or compile): raise ValueError("graphs=True works in one process without compile=True")
+    return graphs
+
 def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, device=None, seed: int = 0, d_model: int = 64,
                num_heads: int = 4, num_layers: int = 1, d_ff: int = 128, batch_size: int = 128, lr: float = 1e-2, warmup: int = 100,
                schedule_steps: int = 500, cooldown: float = 0.4, lr_floor: float = 0.05, label_smoothing: float = 0.0,
                eval_every: int = 100, n_eval: int = 1000, causal: bool = True, progress: bool = True, checkpoint=None, resume=None,
                log: Optional[Callable[[str], None]] = None, parallel: Optional[OneProcess] = None,
-               compile: bool = False) -> Tuple[nn.Module, dict, dict]:
-    "Train the model of 'copy', 'reverse' or any `Task` (its `make_model`) until the task is solved (100% held-out exact match by default) or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from, `parallel`: where it runs (`OneProcess()`), `compile`: train through `torch.compile` (chapter 20's `compile_model`: where compiling is not available, a warning and the plain model)."
+               compile: bool = False, graphs: Optional[bool] = None, mixed_precision: bool = True) -> Tuple[nn.Module, dict, dict]:
+    "Train the model of 'copy', 'reverse' or any `Task` (its `make_model`) until the task is solved (100% held-out exact match by default) or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from, `parallel`: where it runs (`OneProcess()`), `compile`: train through `torch.compile` (chapter 20's `compile_model`: where compiling is not available, a warning and the plain model); `graphs`: record the training step's forward and backward as CUDA graphs (chapter 20's `graph_model`; None: on a CUDA GPU for a task whose batches have fixed shapes, in one process, not compiled); `mixed_precision`: False trains in float32 on a GPU too."
     task, parallel = as_task(task), parallel or OneProcess()
     steps = 1500 if steps is None else steps
     _check_positive_int('steps', steps); _check_positive_int('eval_every', eval_every)
@@ -182,9 +192,14 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
         resume_training_state(state, opt, sched, next_batch.generator)
         history = state['history']
         if log: log(f"resuming {resume} at step {state['step']} on {parallel.world_size} process(es)")
+    precision = _autocast(device) if mixed_precision else (nullcontext(), None)  # one grad scaler (fp16 GPUs) for the whole run
     trained = parallel.wrap(model)
     if compile: trained = compile_model(trained)  # the training steps only: evaluation and checkpoints use `model`
-    precision = _autocast(device)  # one grad scaler (fp16 GPUs) for the whole run: its scale carries over between evaluations
+    graphed = _use_graphs(graphs, task, device, parallel, compile)
+    quiet = quiet_graph_warnings if graphed else nullcontext
+    if graphed:
+        example = parallel.batches(task, run['batch_size'], run['seed'] + 1)()   # its own generator: training's batches stay as they are
+        with quiet(): trained = graph_model(trained, (example[0] if isinstance(example, list) else example).to(device), precision)
     def save(metrics):
         if checkpoint and parallel.is_main:
             save_checkpoint(checkpoint, model, opt, sched, history, generator=next_batch.generator, metrics=metrics,
@@ -193,8 +208,9 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
     try:
         while done < steps:
             n = min(eval_every - done % eval_every, steps - done)  # a resumed run evaluates where the first one would have
-            train(trained, next_batch, n, opt, sched, task.pad_id, run['label_smoothing'], history=history, step=parallel.step,
-                  progress=progress and parallel.is_main, desc=f'steps {done}-{done + n} of {steps}', precision=precision)
+            with quiet():
+                train(trained, next_batch, n, opt, sched, task.pad_id, run['label_smoothing'], history=history, step=parallel.step,
+                      progress=progress and parallel.is_main, desc=f'steps {done}-{done + n} of {steps}', precision=precision)
             done += n
             metrics = parallel.share((task.evaluate(model, n_eval) or evaluate(model, task, n_eval)) if parallel.is_main else None)
             _record(history, done, metrics)

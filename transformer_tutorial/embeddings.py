@@ -18,6 +18,7 @@ def check_token_ids(tokens: torch.Tensor, vocab_size: int) -> None:
         raise TypeError(f"token ids must be an integer tensor, got {type(tokens).__name__}")
     if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
         raise TypeError(f"token ids must be an integer tensor, got dtype {tokens.dtype}")
+    if tokens.is_cuda and torch.cuda.is_current_stream_capturing(): return  # a CUDA graph is being recorded: no asking the GPU (chapter 20)
     bad = (tokens < 0) | (tokens >= vocab_size)
     if bad.any():
         raise ValueError(f"token id {tokens[bad][0].item()} is outside the vocabulary [0, {vocab_size})")

@@ -205,14 +205,20 @@ def _check_sampling(temperature, top_k, top_p, vocab_size):
     if top_p is not None and not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
 
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    "Whether devices `a` and `b` are one device (a CUDA device without an index is the current one)."
+    index = lambda d: torch.cuda.current_device() if d.type == 'cuda' and d.index is None else d.index
+    return a.type == b.type and index(a) == index(b)
+
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[int] = None, top_p: Optional[float] = None,
                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
-    "One token id per row of `logits` (B, V): argmax at temperature 0, else a draw (on the CPU, from `generator`) after temperature, top-k and top-p."
+    "One token id per row of `logits` (B, V): argmax at temperature 0, else a draw after temperature, top-k and top-p, from `generator` (on the CPU, or where the generator is: a generator on the logits' GPU draws there, without waiting for the GPU)."
     _check_sampling(temperature, top_k, top_p, logits.size(-1))
     if temperature == 0: return logits.argmax(-1)
     z = logits.float() / temperature
     if top_k is not None: z = top_k_filter(z, top_k)
     if top_p is not None: z = top_p_filter(z, top_p)
+    if generator is not None and _same_device(generator.device, logits.device): return torch.multinomial(z.softmax(-1), 1, generator=generator)[:, 0]
     return torch.multinomial(z.softmax(-1).cpu(), 1, generator=generator)[:, 0].to(logits.device)  # (B,)
 
 # %% ../nbs/17_gpt.ipynb #be14a5cc

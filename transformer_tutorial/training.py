@@ -45,11 +45,15 @@ def shift_right(tgt: torch.Tensor, start_id: int) -> torch.Tensor:
     start = torch.full_like(tgt[:, :1], start_id)
     return torch.cat([start, tgt[:, :-1]], dim=1)  # (B, Lt)
 
+def _to(t: torch.Tensor, device) -> torch.Tensor:
+    "`t` on `device`; a copy from the CPU to a GPU is queued without waiting for the GPU to finish its work (safe from any CPU memory)."
+    return t.to(device, non_blocking=t.device.type == 'cpu' and torch.device(device).type == 'cuda')
+
 @dataclass
 class Batch:
     "One training batch: source, decoder input, labels and both masks."
     src: torch.Tensor; tgt_in: torch.Tensor; tgt_out: torch.Tensor; src_mask: torch.Tensor; tgt_mask: torch.Tensor
-    def to(self, device: Union[str, torch.device]) -> 'Batch': return Batch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
+    def to(self, device: Union[str, torch.device]) -> 'Batch': return Batch(*(_to(getattr(self, f), device) for f in self.__dataclass_fields__))
     @property
     def targets(self) -> torch.Tensor: return self.tgt_out  # what the loss scores, (B, Lt)
     def logits(self, model: nn.Module) -> torch.Tensor:
@@ -69,7 +73,7 @@ PAD, START, END = 0, 1, 2  # the special tokens of every task in this course; da
 class LMBatch:
     "A language model's batch: token ids (B, L) and, at each position, the id that comes next (B, L)."
     inputs: torch.Tensor; targets: torch.Tensor
-    def to(self, device: Union[str, torch.device]) -> 'LMBatch': return LMBatch(self.inputs.to(device), self.targets.to(device))
+    def to(self, device: Union[str, torch.device]) -> 'LMBatch': return LMBatch(_to(self.inputs, device), _to(self.targets, device))
     def logits(self, model: nn.Module) -> torch.Tensor:
         "The decoder-only model's logits (B, L, V): it reads the inputs alone."
         return model(self.inputs)
@@ -130,6 +134,7 @@ class Task(ABC):
         return self.max_tgt_len
 
     pad_id: int = PAD  # the target id the loss ignores; a task whose targets are never padding sets one no token has (-1)
+    fixed_shapes: bool = False  # True: every training batch has the same shapes, so a CUDA graph recorded once can replay each step (chapter 20)
 
     def make_model(self, seed: int = 0, d_model: int = 64, num_heads: int = 4, num_layers: int = 1, d_ff: int = 128) -> nn.Module:
         "A dropout-free model sized for the task, initialized from `seed` without touching the global RNG: here the encoder-decoder `Transformer`."
