@@ -3,7 +3,8 @@ import json, math
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
-from transformer_tutorial.gpt import (GPT, GPTConfig, ShakespeareTask, from_gpt2, generate, gpt2_config, gpt_decode_step,
+from transformer_tutorial.shakespeare import ShakespeareTask
+from transformer_tutorial.gpt import (GPT, GPTConfig, from_gpt2, generate, gpt2_config, gpt_decode_step,
                                       gpt_flops_per_token, gpt_parameter_count, load_gpt2_state, sample_next, top_k_filter, top_p_filter)
 from transformer_tutorial.decoding import KVCache
 from transformer_tutorial.training import record_attention
@@ -199,7 +200,8 @@ def test_the_shakespeare_task(task):
     metrics = task.evaluate(model, n=50)
     assert metrics['n'] == 50 and abs(metrics['loss'] - math.log(83)) < 0.05   # an untrained model guesses uniformly
     assert metrics['bits_per_char'] == pytest.approx(metrics['loss'] / math.log(2))
-    assert task.evaluate(model, n=None)['n'] == (len(task.valid_ids) - 33) // 32 + 1
+    full = task.evaluate(model, n=None)                                      # every validation character after the first, once
+    assert full['chars'] == len(task.valid_ids) - 1 and full['n'] == len(range(0, len(task.valid_ids) - 33, 16)) + 1
     with pytest.raises(ValueError, match="the prompt is empty"): task.encode('')
     with pytest.raises(ValueError, match=r"character\(s\) outside the vocabulary of 83: '€'"): task.encode('ROMEO€')
 

@@ -12,7 +12,7 @@ from .training import Task
 from .copy_task import CopyTask
 from .fast import FAST_COPY
 from .number_words import NumberWords
-from .gpt import ShakespeareTask
+from .shakespeare import ShakespeareTask
 
 # %% ../nbs/12_cli.ipynb #7f0dff87
 TASKS = {  # the registry: --task name -> a function making the task, and what its model needs beyond train_task's defaults
