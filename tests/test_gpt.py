@@ -242,7 +242,8 @@ def test_cli_trains_the_language_model_from_an_empty_folder(shakespeare_run):
     out, printed = shakespeare_run
     assert sorted(p.name for p in out.iterdir()) == ['config.json', 'loss.png', 'model.safetensors', 'training_state.safetensors']
     metrics = json.loads(printed.strip().splitlines()[-1])
-    assert metrics['task'] == 'shakespeare' and metrics['steps'] == 20 and metrics['n'] == 200 and 2.5 < metrics['loss'] < math.log(83)
+    assert metrics['task'] == 'shakespeare' and metrics['steps'] == 20 and metrics['n'] == 200 and 2.5 < metrics['valid_loss'] < math.log(83)
+    assert 'loss' not in metrics and metrics['valid_chars'] == 200 * 32    # the validation loss, named so, on the second halves of 200 windows
     assert 'validation loss' in printed and 'nats per character' in printed and 'exact match' not in printed
     cfg = json.loads((out / 'config.json').read_text())
     assert cfg['model_type'] == 'transformer_tutorial_gpt' and cfg['max_len'] == 64 and cfg['task']['name'] == 'shakespeare'
@@ -268,6 +269,8 @@ def test_cli_generate_one_seed_one_text(shakespeare_run, capsys):
     greedy = [generated(capsys, '--checkpoint', folder, '--prompt', 'ROMEO:', '--max-new-tokens', '20', '--temperature', '0',
                         '--seed', s)[1] for s in ('1', '2')]
     assert greedy[0] == greedy[1]                               # temperature 0 is greedy: the seed does not matter
+    rc, long_text, _ = generated(capsys, '--checkpoint', folder, '--prompt', 'ROMEO:', '--max-new-tokens', '100', '--seed', '1')
+    assert rc == 0 and len(long_text) == 6 + 100 + 1            # past the 64-character context (and print's newline): it slides by default, as nanoGPT crops
 
 
 @pytest.mark.parametrize('args,message', [
@@ -277,15 +280,15 @@ def test_cli_generate_one_seed_one_text(shakespeare_run, capsys):
     (['--top-k', '84'], r'--top-k=84 is larger than the vocabulary \(83 tokens\): at most 83'),
     (['--top-p', '0'], r'--top-p must be in \(0, 1\], got 0.0'),
     (['--top-p', '1.5'], r'--top-p must be in \(0, 1\], got 1.5'),
-    (['--max-new-tokens', '59'], r'a prompt of 6 tokens and 59 new ones need 65 positions, but the model reads at most max_len=64: '
-                                 r'ask for at most 58 new tokens, or --slide to read only the last 64'),
-    (['--prompt', 'A' * 65, '--slide'], r'the prompt has 65 tokens, more than the model reads \(max_len=64\)'),
+    (['--max-new-tokens', '59', '--no-slide', None], r'a prompt of 6 tokens and 59 new ones need 65 positions, but the model reads at most '
+                                                     r'max_len=64: ask for at most 58 new tokens, or leave out --no-slide to read only the last 64'),
+    (['--prompt', 'A' * 65], r'the prompt has 65 tokens, more than the model reads \(max_len=64\)'),
 ])
 def test_cli_generate_refuses_bad_input_in_one_line(shakespeare_run, capsys, args, message):
     import re
     base = {'--prompt': 'ROMEO:'}
     settings = dict(zip(args[::2], args[1::2]))
-    flat = [x for k, v in {**base, **settings}.items() for x in (k, v)]
+    flat = [x for k, v in {**base, **settings}.items() for x in ((k,) if v is None else (k, v))]   # None: a flag without a value
     before = sorted((p.name, p.stat().st_mtime_ns) for p in shakespeare_run[0].iterdir())
     rc, out, err = generated(capsys, '--checkpoint', str(shakespeare_run[0]), *flat)
     assert rc == 2 and out == '' and re.search(message, err) and err.count('\n') == 1 and 'Traceback' not in err, err
