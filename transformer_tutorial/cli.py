@@ -38,11 +38,17 @@ def task_from_config(task: Optional[dict]) -> Task:
     try: return kind.from_dict(task)
     except TypeError as e: raise ValueError(f"config.json's task {task} does not fit {kind.__name__}: {e}") from None
 
-def _make_task(name: str):
-    "The task and model options registered as `name`; a `UsageError` listing the tasks there are."
+def _make_task(name: str, tokenizer: Optional[str] = None, vocab_size: int = 1000):
+    "The task and model options registered as `name` (Shakespeare on BPE tokens with `tokenizer='bpe'`); a `UsageError` listing the tasks there are."
     if name not in TASKS: raise UsageError(f"unknown task {name!r}; the tasks are {', '.join(TASKS)}")
     make, options = TASKS[name]
-    return make(), options
+    if tokenizer in (None, 'char'): return make(), options
+    if name != 'shakespeare': raise UsageError(f"--tokenizer is for --task shakespeare; the {name} task has its own tokens")
+    from transformer_tutorial.tokenizer import BPETokenizer
+    from transformer_tutorial.shakespeare import load_shakespeare
+    try: trained = BPETokenizer.train(load_shakespeare('train'), vocab_size)
+    except ValueError as e: raise UsageError(str(e).replace('vocab_size', '--vocab-size')) from None
+    return ShakespeareTask(context=make().context, tokenizer=trained), options
 
 def _parser():
     "The argparse parser with the four subcommands."
@@ -64,6 +70,10 @@ def _parser():
                    'for the others before giving up with an error (default: 300)')
     t.add_argument('--compile', action='store_true', help='train through torch.compile (chapter 20); where compiling is not '
                    'available it says so and trains without')
+    t.add_argument('--tokenizer', choices=['char', 'bpe'], default=None, help='shakespeare: characters as tokens (the default) or '
+                   'byte-pair encoding trained on the training plays (chapter 16a)')
+    t.add_argument('--vocab-size', type=_positive_int, default=1000, metavar='N', help='with --tokenizer bpe: the vocabulary size, at '
+                   'least 256 (default: 1000)')
     d = sub.add_parser('decode', help='decode a sequence of data tokens with a trained model')
     d.add_argument('--checkpoint', required=True, help='a model folder written by `train` (or its model.safetensors)')
     d.add_argument('tokens', help='data token ids separated by spaces, e.g. "3 5 7 12"; for a number-words model, a number, e.g. 1234')
@@ -159,7 +169,7 @@ def _train(args):
         if args.task and args.task != task.name:
             raise UsageError(f"--task {args.task}, but {args.resume} holds a {task.name} run; leave --task out to resume it")
         options = {k: v for k, v in TASKS.get(task.name, (None, {}))[1].items() if k in ('steps', 'eval_every', 'n_eval')}  # the rest comes from the folder
-    else: task, options = _make_task(args.task or 'copy')
+    else: task, options = _make_task(args.task or 'copy', args.tokenizer, args.vocab_size)
     name = task.name
     out = args.out or args.resume or os.path.join('runs', name)
     if os.path.exists(out) and not os.path.isdir(out): raise UsageError(f"--out {out} is a file; give a folder to write the run into")
