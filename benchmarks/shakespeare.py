@@ -47,7 +47,7 @@ def cli(a):
     counted = count_model_loss(task)
     gpt = full['bits_per_char'] * math.log(2)                      # nats per character, whatever the tokens
     print(f"the best count model (chapter 16: interpolated Kneser-Ney, order {COUNT_ORDER}) on every validation character after the "
-          f"first: {counted:.4f} nats; the GPT is {counted - gpt:+.4f} nats per character better", flush=True)
+          f"first: {counted:.4f} nats; the GPT is {abs(counted - gpt):.4f} nats per character {'better' if gpt < counted else 'worse'}", flush=True)
 
 
 COUNT_ORDER = 7   # the best order of chapter 16's table

@@ -232,10 +232,39 @@ def shakespeare_run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp('empty')
     exe = shutil.which('transformer-tutorial')
     assert exe, 'the console script is not installed'
-    done = subprocess.run([exe, 'train', '--task', 'shakespeare', '--steps', '20', '--device', 'cpu', '--json'], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run([exe, 'train', '--task', 'shakespeare', '--tokenizer', 'char', '--steps', '20', '--device', 'cpu', '--json'],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return cwd / 'runs' / 'shakespeare', done.stdout
+
+
+@pytest.fixture(scope='module')
+def shakespeare_bpe_run(tmp_path_factory):
+    "The default `transformer-tutorial train --task shakespeare --steps 20`: byte-pair tokens (cli.TOKENIZERS), from an empty folder."
+    import shutil, subprocess
+    cwd = tmp_path_factory.mktemp('empty')
+    done = subprocess.run([shutil.which('transformer-tutorial'), 'train', '--task', 'shakespeare', '--steps', '20', '--device', 'cpu', '--json'],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return cwd / 'runs' / 'shakespeare', done.stdout
+
+
+def test_cli_trains_on_byte_pair_tokens_by_default_and_scores_characters(shakespeare_bpe_run, capsys):
+    from transformer_tutorial.cli import TOKENIZERS
+    out, printed = shakespeare_bpe_run
+    vocab_size = TOKENIZERS['shakespeare'][1]
+    metrics = json.loads(printed.strip().splitlines()[-1])
+    assert metrics['steps'] == 20 and metrics['valid_tokens'] < metrics['valid_chars']                     # a token holds several characters
+    assert metrics['valid_bits_per_char'] == pytest.approx(metrics['valid_loss'] * metrics['valid_tokens'] / metrics['valid_chars'] / math.log(2))
+    assert 'nats per token' in printed and 'bits per character' in printed
+    cfg = json.loads((out / 'config.json').read_text())
+    assert cfg['vocab_size'] == vocab_size and 'tokenizer' in cfg['task']
+    folder = str(out)
+    rc, text, _ = generated(capsys, '--checkpoint', folder, '--prompt', 'ROMEO€ 🙂', '--max-new-tokens', '30', '--seed', '3')
+    assert rc == 0 and text.startswith('ROMEO€ 🙂')                                                   # bytes: no character is outside
+    assert generated(capsys, '--checkpoint', folder, '--prompt', 'ROMEO€ 🙂', '--max-new-tokens', '30', '--seed', '3')[1] == text
+    rc, _, err = generated(capsys, '--checkpoint', folder, '--prompt', 'ROMEO', '--top-k', str(vocab_size + 1))
+    assert rc == 2 and f'larger than the vocabulary ({vocab_size} tokens)' in err and err.count('\n') == 1
 
 
 def test_cli_trains_the_language_model_from_an_empty_folder(shakespeare_run):

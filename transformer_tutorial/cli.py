@@ -162,7 +162,7 @@ def _save_plots(out, model, history, task):
     plt.close(fig)
     return ['loss.png', 'attention.png']
 
-_JSON_NAMES = {'loss': 'valid_loss', 'bits_per_char': 'valid_bits_per_char', 'chars': 'valid_chars'}
+_JSON_NAMES = {'loss': 'valid_loss', 'bits_per_char': 'valid_bits_per_char', 'chars': 'valid_chars', 'tokens': 'valid_tokens'}
 
 def _train(args):
     "The `train` subcommand, in one process or in every process of a torchrun job (rank 0 alone prints and writes)."
