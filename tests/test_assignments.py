@@ -118,6 +118,24 @@ def test_grade_notebook_gives_partial_credit(student_dir, tmp_path):
     assert r["checks"]["ex02_masks_check_padding_mask"]["error"].count("NotImplementedError")
 
 
+@pytest.mark.parametrize("name", ["ex07_loss_and_schedule.ipynb", "ex08_online_softmax_tiled_attention.ipynb", "ex09_byte_pair_encoding.ipynb"])
+def test_the_second_half_grades_a_half_done_notebook_in_between(student_dir, tmp_path, name):
+    "The student's version with only its first function written (the solution's cell put in): 1 point of 2, the other check names the stub."
+    out, _ = student_dir
+    student = json.loads((out / name).read_text(encoding="utf-8"))
+    solution = json.loads((EXERCISES / name).read_text(encoding="utf-8"))
+    first = next(c for c in solution["cells"] if c["metadata"].get("nbgrader", {}).get("solution"))
+    gid = first["metadata"]["nbgrader"]["grade_id"]
+    for c in student["cells"]:
+        if c["metadata"].get("nbgrader", {}).get("grade_id") == gid: c["source"] = first["source"]
+    path = tmp_path / name
+    path.write_text(json.dumps(student), encoding="utf-8")
+    r = grade_notebook(path, timeout=300)
+    assert (r["score"], r["max_score"]) == (1, 2), r
+    failed = [v for v in r["checks"].values() if not v["passed"]]
+    assert len(failed) == 1 and "NotImplementedError" in failed[0]["error"], r
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_solution_notebooks_pass(name):
     r = grade_notebook(EXERCISES / name, timeout=300)
