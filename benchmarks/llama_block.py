@@ -1,6 +1,6 @@
 """GPT-2's block against Llama's on Shakespeare (chapter 17c), longer than the chapter can run, and the key/value cache per token.
 
-Usage: python benchmarks/llama_block.py [--seconds 300] [--seeds 0 1] [--device cpu]
+Usage: python benchmarks/llama_block.py [--seconds 180] [--seeds 0 1] [--device cpu]
 
 - blocks: chapter 17's GPT (4 blocks, width 128, 4 heads, context 64) with GPT-2's block (LayerNorm, biases, GELU feed-forward
   of 512, learned positions, multi-head attention, tied output layer) and with Llama's (RMSNorm, no biases, SwiGLU, RoPE,
@@ -13,6 +13,7 @@ Usage: python benchmarks/llama_block.py [--seconds 300] [--seeds 0 1] [--device 
 import argparse, json, time
 import torch
 from transformer_tutorial.gpt import GPT, GPTConfig, gpt_parameter_count
+from transformer_tutorial.llama import LLAMA_BLOCK
 from transformer_tutorial.shakespeare import ShakespeareTask
 from transformer_tutorial.training import make_optimizer, train_step
 from transformer_tutorial.decoding import KVCache
@@ -20,8 +21,7 @@ from transformer_tutorial.decoding import KVCache
 SIZE = dict(d_model=128, num_heads=4, num_layers=4)
 RECIPE = dict(batch_size=32, lr=6e-3, warmup=100)               # chapter 17's (and the command line's), clipped at 1
 BLOCKS = {'GPT-2 block': {},
-          'Llama block': dict(norm='rms', activation='swiglu', positions='rope', num_kv_heads=2, qkv_bias=False, out_bias=False,
-                              ff_bias=False, tie_embeddings=False)}
+          'Llama block': {**LLAMA_BLOCK, 'num_kv_heads': 2}}
 
 
 def widths(vocab_size):
@@ -89,7 +89,7 @@ def cache_bytes():
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--seconds', type=float, default=300.0)
+    ap.add_argument('--seconds', type=float, default=180.0)
     ap.add_argument('--seeds', type=int, nargs='+', default=[0, 1])
     ap.add_argument('--device', default='cpu')
     args = ap.parse_args()

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from transformer_tutorial.gpt import GPT, GPTConfig, gpt_parameter_count, gpt_flops_per_token
-from transformer_tutorial.llama import llama_config, load_llama_state, from_llama, from_qwen2, to_llama, to_qwen2, _llama_names
+from transformer_tutorial.llama import LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_qwen2, to_llama, to_qwen2, _llama_names
 from transformer_tutorial.sampling import generate, gpt_decode_step
 from transformer_tutorial.decoding import KVCache
 from transformer_tutorial.training import record_attention
@@ -18,7 +18,6 @@ from transformer_tutorial.training import record_attention
 transformers = pytest.importorskip('transformers')  # a test dependency (settings.ini dev_requirements), never a runtime one
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-LLAMA_BLOCK = dict(norm='rms', activation='swiglu', positions='rope', qkv_bias=False, out_bias=False, ff_bias=False, tie_embeddings=False)
 SIZES = [  # family, width, heads, key/value heads, blocks, feed-forward, theta, eps, tied, extra config
     ('llama', 48, 6, 2, 3, 80, 5000.0, 1e-5, False, {}),
     ('llama', 64, 8, 1, 2, 96, 500000.0, 3e-6, True, {}),                            # multi-query, tied, Llama 3's base
@@ -234,3 +233,55 @@ def test_the_gpt_refuses_bad_blocks_by_name():
     model = GPT(10, 16, 32, 4, 1, 32, **LLAMA_BLOCK)
     with pytest.raises(ValueError, match=r"the prompt has 17 tokens, more than the model reads \(max_len=16\)"):
         generate(model, torch.zeros(1, 17, dtype=torch.long), 3)
+
+
+# Published configurations, written out by hand from their config.json (the Hub is not reached from the tests).
+SMOLLM2_135M = {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 0, "eos_token_id": 0,
+                "hidden_act": "silu", "hidden_size": 576, "initializer_range": 0.041666666666666664, "intermediate_size": 1536,
+                "is_llama_config": True, "max_position_embeddings": 8192, "mlp_bias": False, "model_type": "llama", "num_attention_heads": 9,
+                "num_hidden_layers": 30, "num_key_value_heads": 3, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_interleaved": False,
+                "rope_scaling": None, "rope_theta": 100000, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+                "transformers_version": "4.42.3", "use_cache": True, "vocab_size": 49152}
+QWEN25_05B = {"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu",
+              "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24,
+              "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+              "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+              "transformers_version": "4.40.1", "use_cache": True, "use_mrope": False, "use_sliding_window": False, "vocab_size": 151936}
+LLAMA32_1B = {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 128000,
+              "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+              "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": False, "model_type": "llama",
+              "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+              "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192,
+                               "rope_type": "llama3"},
+              "rope_theta": 500000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.45.0.dev0",
+              "use_cache": True, "vocab_size": 128256}
+
+
+def test_published_configs_give_the_published_parameter_counts_and_scaled_rope_is_refused():
+    smol, qwen = llama_config(SMOLLM2_135M), llama_config(QWEN25_05B, 'qwen2')
+    assert (smol.d_model, smol.num_heads, smol.num_kv_heads, smol.d_ff, smol.num_layers, smol.max_len) == (576, 9, 3, 1536, 30, 8192)
+    assert (smol.rope_base, smol.layer_norm_eps, smol.tie_embeddings, smol.qkv_bias, smol.out_bias, smol.ff_bias) == (1e5, 1e-5, True, False, False, False)
+    assert (qwen.rope_base, qwen.layer_norm_eps, qwen.num_kv_heads, qwen.qkv_bias, qwen.out_bias, qwen.ff_bias) == (1e6, 1e-6, 2, True, False, False)
+    assert gpt_parameter_count(smol) == 134_515_008 and gpt_parameter_count(qwen) == 494_032_768   # the published sizes
+    with pytest.raises(ValueError, match="RoPE scaling of type 'llama3' is not implemented"): llama_config(LLAMA32_1B)
+
+
+@pytest.mark.parametrize('name,hf,shrink', [('SmolLM2-135M', SMOLLM2_135M, dict(num_hidden_layers=2)),
+                                            ('Qwen2.5-0.5B', QWEN25_05B, dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000))])
+def test_published_configs_at_two_blocks_equal_transformers_with_and_without_the_cache(name, hf, shrink, tmp_path):
+    "The published width, heads, key/value heads, RoPE base and epsilon; two blocks (and for Qwen2.5 a smaller vocabulary) to stay quick."
+    family = hf['model_type']
+    Config = LlamaConfig if family == 'llama' else Qwen2Config
+    torch.manual_seed(0)
+    theirs = MODEL[family](Config(**{**hf, **shrink, 'torch_dtype': 'float32'})).float().eval()
+    with torch.no_grad():
+        for p in theirs.parameters(): p.add_(0.05 * torch.randn_like(p))
+    (tmp_path / 'config.json').write_text(json.dumps({**hf, **shrink}))                        # the published file, two blocks
+    ours = LOAD[family](theirs.state_dict(), config=json.loads((tmp_path / 'config.json').read_text()))
+    assert ours.config.num_layers == 2 and ours.config.rope_base == hf['rope_theta']
+    idx = torch.randint(0, ours.config.vocab_size, (2, 48), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(): assert (ours(idx) - theirs(idx).logits).abs().max() < 1e-4
+    prompt = idx[:, :8]
+    expected = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0)
+    for use_cache in (True, False):
+        assert torch.equal(generate(ours, prompt, 16, temperature=0, use_cache=use_cache), expected), use_cache
