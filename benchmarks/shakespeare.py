@@ -40,24 +40,27 @@ def cli(a):
     done = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t
     print(done.stdout.strip()); assert done.returncode == 0, done.stderr
-    task, model = ShakespeareTask(context=64), from_pretrained(out)
+    from transformer_tutorial.cli import task_from_config
+    from transformer_tutorial.model_files import read_config
+    task, model = task_from_config(read_config(out)['task']), from_pretrained(out)   # its tokens, as the run recorded them
     full = task.evaluate(model, n=None)
-    print(f"cli: {' '.join(cmd[:4])}: {wall:.1f} s from the command to the last line; validation loss on every character of the "
-          f"validation plays after the first ({full['chars']}, {full['n']} windows) {full['loss']:.4f} nats per character "
-          f"({full['bits_per_char']:.3f} bits)", flush=True)
+    print(f"cli: {' '.join(cmd[:4])}: {wall:.1f} s from the command to the last line; on every token of the validation plays after "
+          f"the first ({full['tokens']} tokens, {full['chars']} characters, {full['n']} windows): {task.describe(full)}", flush=True)
     counted = count_model_loss(task)
-    print(f"the best count model (chapter 16: interpolated Kneser-Ney, order {COUNT_ORDER}) on the same characters: {counted:.4f} nats; "
-          f"the GPT is {counted - full['loss']:+.4f} nats per character better", flush=True)
+    gpt = full['bits_per_char'] * math.log(2)                      # nats per character, whatever the tokens
+    print(f"the best count model (chapter 16: interpolated Kneser-Ney, order {COUNT_ORDER}) on every validation character after the "
+          f"first: {counted:.4f} nats; the GPT is {abs(counted - gpt):.4f} nats per character {'better' if gpt < counted else 'worse'}", flush=True)
 
 
 COUNT_ORDER = 7   # the best order of chapter 16's table
 
 
-def count_model_loss(task):
-    "Chapter 16's best count model, scored on every validation character after the first: what `evaluate(n=None)` scores."
+def count_model_loss(task=None):
+    "Chapter 16's best count model on characters, scored on every validation character after the first (nats per character)."
     from transformer_tutorial.shakespeare import KneserNey
-    positions = torch.arange(1, len(task.valid_ids))
-    return -KneserNey(task.train_ids, len(task.vocab), COUNT_ORDER).log_probs(task.valid_ids, positions).mean().item()
+    chars = ShakespeareTask(context=64)
+    positions = torch.arange(1, len(chars.valid_ids))
+    return -KneserNey(chars.train_ids, len(chars.vocab), COUNT_ORDER).log_probs(chars.valid_ids, positions).mean().item()
 
 
 class Logits(nn.Module):

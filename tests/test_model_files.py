@@ -3,7 +3,7 @@
 Self-contained (no conftest, no repository files): tests/test_installed.py also runs this file in the wheel's
 environments (oldest and newest torch), from an empty folder.
 """
-import json, math, os, pickle, signal, subprocess, sys, textwrap
+import json, math, re, os, pickle, signal, subprocess, sys, textwrap
 from pathlib import Path
 
 import pytest
@@ -379,3 +379,20 @@ def test_the_gpt_blocks_travel_through_the_files_and_old_gpt_configs_mean_gpt2(t
     (tmp_path / "gpt2" / "config.json").write_text(json.dumps({"model_type": "llama"}))
     with pytest.raises(ModelFileError, match=r"describes a 'llama' model.*transformer_tutorial.llama.from_llama"):
         from_pretrained(tmp_path / "gpt2")
+
+
+def test_a_path_that_looks_local_is_never_sent_to_the_hub(tmp_path, monkeypatch):
+    "runs/nope (runs/ exists here), ./x, /x, a/b/c and a\\b fail at once with the path named; owner/name alone may go to the Hub."
+    from transformer_tutorial import model_files
+    monkeypatch.chdir(tmp_path); (tmp_path / 'runs').mkdir()
+    asked = []
+    import sys, types
+    fake = types.ModuleType('huggingface_hub')
+    def snapshot_download(repo_id, **kw): asked.append(repo_id); raise OSError('offline')
+    fake.snapshot_download = snapshot_download
+    monkeypatch.setitem(sys.modules, 'huggingface_hub', fake)
+    for path in ('runs/nope', './runs/nope', '/abs/x', 'a/b/c', 'a\\b', 'owner/', '~/x'):
+        with pytest.raises(FileNotFoundError, match=f"no model folder or file at {re.escape(path)}$"): model_files.from_pretrained(path)
+    assert asked == []
+    with pytest.raises(FileNotFoundError, match='no Hub repo of that name could be fetched'): model_files.from_pretrained('owner/name')
+    assert asked == ['owner/name']

@@ -181,23 +181,33 @@ def scored_positions(starts: torch.Tensor, firsts: torch.Tensor, context: int) -
 
 # %% ../nbs/16_shakespeare.ipynb #eeeb3030
 class ShakespeareTask(Task):
-    "Next-character prediction on windows of `context` characters of the training plays, scored on the validation plays by `eval_windows`."
+    "Next-token prediction on windows of `context` tokens of the training plays (characters, or a `tokenizer`'s tokens: chapter 16a), scored on the validation plays by `eval_windows`."
     name = 'shakespeare'
     pad_id = -1          # no target is padding: every character is scored
     fixed_shapes = True  # every batch is (batch_size, context)
 
-    def __init__(self, context: int = 128, chars: Optional[str] = None):
+    def __init__(self, context: int = 128, chars: Optional[str] = None, tokenizer=None):
         _check_positive_int('context', context)
-        self.context = context
-        self.vocab = CharVocab(chars if chars is not None else load_shakespeare('train'))  # a model folder records the characters
+        if tokenizer is not None and chars is not None: raise ValueError("give chars (a character vocabulary) or tokenizer, not both")
+        self.context, self.tokenizer = context, tokenizer
+        self.vocab = tokenizer if tokenizer is not None else CharVocab(chars if chars is not None else load_shakespeare('train'))  # recorded in a model folder
         self.src_vocab_size = self.tgt_vocab_size = len(self.vocab)
         self.max_src_len = self.max_tgt_len = context
 
-    @cached_property
-    def train_ids(self) -> torch.Tensor: return self.vocab.encode(load_shakespeare('train'))  # (4.4M,)
+    def _encode(self, text: str) -> torch.Tensor: return torch.as_tensor(self.vocab.encode(text), dtype=torch.long)   # (L,)
 
     @cached_property
-    def valid_ids(self) -> torch.Tensor: return self.vocab.encode(load_shakespeare('valid'))  # (0.46M,)
+    def train_ids(self) -> torch.Tensor: return self._encode(load_shakespeare('train'))  # (4.4M,) characters, fewer tokens
+
+    @cached_property
+    def valid_ids(self) -> torch.Tensor: return self._encode(load_shakespeare('valid'))  # (0.46M,) characters, fewer tokens
+
+    @cached_property
+    def token_chars(self) -> torch.Tensor:
+        "How many characters each token holds (V,): 1 each for characters; a tokenizer's `token_chars`."
+        if self.tokenizer is None: return torch.ones(len(self.vocab), dtype=torch.long)
+        counts = self.tokenizer.token_chars()
+        return torch.tensor([counts[i] for i in range(len(self.vocab))])
 
     def _windows(self, ids, starts):
         "Inputs and next-character targets (B, context) of the windows of `ids` that begin at `starts` (B,)."
@@ -224,32 +234,43 @@ class ShakespeareTask(Task):
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, n: Optional[int] = 1000, batch_size: int = 64) -> dict:
-        "Mean cross-entropy (nats and bits per character) on the validation plays by `eval_windows`: `n` evenly spaced windows, or None: every character after the first."
+        "Mean cross-entropy on the validation plays by `eval_windows` (`n` evenly spaced windows, or None: every token after the first): 'loss' in nats per token, 'bits_per_char' over the characters the scored tokens hold."
         model.eval()
         starts, firsts = eval_windows(len(self.valid_ids), self.context, n)
-        device, total, count = next(model.parameters()).device, 0.0, 0
+        device, total, count, chars = next(model.parameters()).device, 0.0, 0, 0
         for i in range(0, len(starts), batch_size):
             x, y = self._windows(self.valid_ids, starts[i:i + batch_size])
             scored = torch.arange(self.context)[None] >= firsts[i:i + batch_size, None]    # (b, context): the positions each window scores
             loss = F.cross_entropy(model(x.to(device)).float().flatten(0, 1), y.to(device).flatten(), reduction='none')
             total += loss[scored.flatten().to(device)].sum().item(); count += int(scored.sum())
-        return {'loss': total / count, 'bits_per_char': total / count / math.log(2), 'n': len(starts), 'chars': count}
+            chars += int(self.token_chars[y[scored]].sum())
+        return {'loss': total / count, 'bits_per_char': total / chars / math.log(2), 'n': len(starts), 'chars': chars, 'tokens': count}
 
     def solved(self, metrics: dict) -> bool: return False
 
     def describe(self, metrics: dict) -> str:
-        return f"validation loss {metrics['loss']:.4f} nats per character ({metrics['bits_per_char']:.3f} bits)"
+        if self.tokenizer is None: return f"validation loss {metrics['loss']:.4f} nats per character ({metrics['bits_per_char']:.3f} bits)"
+        return f"validation loss {metrics['loss']:.4f} nats per token, {metrics['bits_per_char']:.3f} bits per character"
 
-    def to_dict(self) -> dict: return {'name': self.name, 'context': self.context, 'chars': self.vocab.chars}
+    def to_dict(self) -> dict:
+        if self.tokenizer is None: return {'name': self.name, 'context': self.context, 'chars': self.vocab.chars}
+        return {'name': self.name, 'context': self.context, 'tokenizer': self.tokenizer.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> 'ShakespeareTask':
+        "The task `to_dict` described, its tokenizer rebuilt."
+        if 'tokenizer' not in d: return cls(d['context'], d.get('chars'))
+        from transformer_tutorial.tokenizer import BPETokenizer
+        return cls(d['context'], tokenizer=BPETokenizer.from_dict(d['tokenizer']))
 
     def encode(self, text: str) -> torch.Tensor:
         "Ids (1, L) of a prompt; a `ValueError` for an empty one or a character outside the vocabulary."
         if not text: raise ValueError("the prompt is empty: give at least one character to continue, e.g. 'ROMEO:'")
-        return self.vocab.encode(text)[None]
+        return self._encode(text)[None]
 
-    def decode(self, ids) -> str: return self.vocab.decode(ids)
+    def decode(self, ids) -> str: return self.vocab.decode(torch.as_tensor(ids).flatten().tolist())
 
     def token_label(self, t: int) -> str:
-        "A visible label of character id `t` for pictures: '␣' for a space, '\n' for a newline."
-        c = self.vocab.chars[t]
-        return '␣' if c == ' ' else repr(c)[1:-1]
+        "A visible label of token `t` for pictures: '␣' for a space, '\n' for a newline."
+        text = self.decode([t])
+        return repr(text.replace(' ', '␣'))[1:-1]
