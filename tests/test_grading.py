@@ -220,7 +220,8 @@ def test_batch_grader_bad_input_is_one_line_each_and_the_rest_is_graded(batch):
     assert sorted(set(lines) - set(broken)) == sorted("transformer-tutorial grade: " + line for line in [
         "hal/ex01_attention.ipynb: holds exercise ex02_masks (by its check cells): graded as ex02_masks",
         "ivy/homework.ipynb: no check cells, and its name is none of the exercises' (ex01_attention, ex02_masks, "
-        "ex03_multi_head_attention, ex04_positional_encoding, ex05_layer_norm_feed_forward, ex06_encoder_decoder_layers): skipped",
+        "ex03_multi_head_attention, ex04_positional_encoding, ex05_layer_norm_feed_forward, ex06_encoder_decoder_layers, "
+        "ex07_loss_and_schedule, ex08_online_softmax_tiled_attention, ex09_byte_pair_encoding): skipped",
         "ivy/notes.txt: not a notebook (.ipynb), skipped",
         "student folders 'Ada', 'ada' look like one student: each is graded under its own name; merge them by hand if they are"])
     rows = _rows(root / "out" / "grades.csv")
