@@ -208,7 +208,7 @@ def _body(fn):
     return fn.body[1:] if doc else fn.body
 
 def _inlined(fn):
-    "`fn` with each local name that is assigned once and read once, later in the same block, replaced by its value: `y = f(x); return y` becomes `return f(x)`, whatever stands between."
+    "`fn` with each local name that is assigned once and read once, later in the same block, replaced by its value: `y = f(x); return y` becomes `return f(x)`, unless a statement between changes a name the value reads."
     def scoped(node):  # the nodes of `node` outside nested functions, lambdas and comprehensions, which have names of their own
         todo = [node]
         while todo:
@@ -229,8 +229,11 @@ def _inlined(fn):
                 loads = [n for n in mine if isinstance(n.ctx, ast.Load)]
                 if len(mine) != 2 or len(loads) != 1: continue
                 use = loads[0]
-                holder = next((p for s in block[i + 1:] for p in scoped(s) for c in ast.iter_child_nodes(p) if c is use), None)
-                if holder is None: continue
+                j = next((k for k in range(i + 1, len(block)) if any(n is use for n in scoped(block[k]))), None)
+                if j is None: continue
+                reads = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+                if any(_uses(s, reads)[1] for s in block[i + 1:j]): continue  # a name its value reads changes before the use
+                holder = next(p for p in scoped(block[j]) for c in ast.iter_child_nodes(p) if c is use)
                 for field, value in ast.iter_fields(holder):
                     if value is use: setattr(holder, field, stmt.value)
                     elif isinstance(value, list) and any(v is use for v in value): setattr(holder, field, [stmt.value if v is use else v for v in value])
@@ -285,7 +288,7 @@ def copies(sources: List[str], references: Dict[str, str]) -> List[str]:
     return [f"{qual} is a copy of {references[fp]}" for tree in filter(None, map(_code, sources))
             for qual, fn in _functions(tree) if (fp := fingerprint(fn)) in references]
 
-# %% ../nbs/15a_grading.ipynb #8b16864b
+# %% ../nbs/15a_grading.ipynb #c616f704
 def _bindings(trees):
     "name -> dotted path of what it holds, for every import in `trees` (`import torch.nn.functional as F` -> F: torch.nn.functional)."
     bound = {}
@@ -409,7 +412,7 @@ def _check_names(ex):
     return sorted({n.func.id for src, _ in ex.checks.values() for t in [_code(src)] if t for n in ast.walk(t)
                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)})
 
-# %% ../nbs/15a_grading.ipynb #2445b352
+# %% ../nbs/15a_grading.ipynb #66724cc3
 _DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64", "complex64", "complex128")
 
 def _tensor_wire(t):
@@ -479,7 +482,7 @@ def _unwire(w, held, seen):
     if kind == "held": return held(w)
     raise ValueError(f"not a value this wire carries: {str(w)[:100]}")
 
-# %% ../nbs/15a_grading.ipynb #1eba5972
+# %% ../nbs/15a_grading.ipynb #74e23502
 class _Iterator(list):
     "The items of a generator a call returned (`m.parameters()`), sent at once and iterated over on the other side."
 
@@ -531,7 +534,7 @@ def _serve(ns, request: str) -> str:
         except BaseException: message = f"<{type(e).__name__} whose message cannot be printed>"
         return json.dumps({"error": [type(e).__name__, message]})
 
-# %% ../nbs/15a_grading.ipynb #acf7ee66
+# %% ../nbs/15a_grading.ipynb #d964f647
 class _Stopped(BaseException):
     "The check cannot go on (its time ran out, or the kernel died); the checks' handlers never catch it, since it is no Exception."
 
@@ -636,6 +639,23 @@ class _Link:
         if "stop" in answer: raise _Stopped(answer["stop"])
         if "error" in answer: raise _remote_error(*answer["error"])
         return answer["ok"] if raw else self.unwire(answer["ok"])
+class _Loopback(_Link):
+    "A link whose kernel is `_serve` in this process, on the namespace `ns`; every question and answer still goes through JSON (for demonstrations and tests)."
+    def __init__(self, ns):
+        super().__init__(None, None)
+        self.ns, self.asked = ns, 0
+    def ask(self, op, raw=False, **req):
+        import torch
+        self.asked += 1
+        req = dict(req, op=op, grad=req.get("grad", torch.is_grad_enabled()))
+        if self.deferred: req["before"], self.deferred = self.deferred, []
+        answer = json.loads(_serve(self.ns, json.dumps(req)))
+        if "error" in answer: raise _remote_error(*answer["error"])
+        return answer["ok"] if raw else self.unwire(answer["ok"])
+    def lookup(self, name):
+        "A proxy of what `name` holds in the namespace."
+        return self.unwire(json.loads(_serve(self.ns, json.dumps({"op": "lookup", "name": name})))["ok"])
+
 def _verdict_main():
     "The verdict process (`python -c 'from transformer_tutorial.grading import _verdict_main; _verdict_main()'`): imports the course's checks before any student's code runs, then runs the check each line of stdin names against a proxy of the student's object, and answers with its verdict."
     import contextlib
@@ -652,7 +672,7 @@ def _verdict_main():
         except Exception as e: error = f"{type(e).__name__}: {e}"
         questions.write(json.dumps({"done": {"error": error, "printed": printed.getvalue()}}) + "\n"); questions.flush()
 
-# %% ../nbs/15a_grading.ipynb #b33ded75
+# %% ../nbs/15a_grading.ipynb #093f57ae
 @dataclass
 class Limits:
     "What one submission may use; each breach is a note in its row and feedback."
@@ -733,7 +753,7 @@ def isolation(sandbox: bool = True) -> str:
     return (f"Landlock ABI {abi}: each kernel writes only in its own folder" + (", opens no TCP connection" if abi >= 4 else "")
             + (", signals no process outside" if abi >= 6 else "") + f"; {watch}")
 
-# %% ../nbs/15a_grading.ipynb #053aa443
+# %% ../nbs/15a_grading.ipynb #73da6884
 def _processes():
     "(pid, session, resident bytes, state) of every process /proc shows."
     page = os.sysconf("SC_PAGE_SIZE")
@@ -802,7 +822,7 @@ def _size(n):
         if n >= 1 << shift: return f"{n / (1 << shift):g} {unit}"
     return f"{n} bytes"
 
-# %% ../nbs/15a_grading.ipynb #34572d7a
+# %% ../nbs/15a_grading.ipynb #f882187f
 _ANSWER_LIMIT = 64 << 20  # characters: the largest answer the grader takes from a kernel
 
 class _Verdict:
@@ -897,7 +917,7 @@ async def _ask_kernel(client, question, deadline, seconds):
         return {"error": ["ValueError", f"the kernel's answer could not be read ({e})"]}
     return answer
 
-# %% ../nbs/15a_grading.ipynb #91bd5aa2
+# %% ../nbs/15a_grading.ipynb #dc6c80ea
 def _client_class():
     "nbclient's NotebookClient, starting its kernel through `_confine` and counting what the notebook prints."
     from nbclient import NotebookClient
@@ -1142,7 +1162,7 @@ class _Snapshot:
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_write(path, "wb") as f: f.write(data)
         self.stats = self._stats()
-        return changed
+        return sorted(changed)
 
 # %% ../nbs/15a_grading.ipynb #c96c1c8e
 def _row(ex_name, max_points, status, notes, checks=()):
@@ -1239,7 +1259,7 @@ def grade_folder(folder: Union[str, Path], out: Union[str, Path] = "grades.csv",
         json.dump({j["key"]: cache[j["key"]] for j in todo.values() if "nb" in j and not cache[j["key"]].get("retry")}, f)
     return Grades(rows, problems, reused=sum("nb" in j for j in todo.values()) - len(new), isolation=isolation(sandbox))
 
-# %% ../nbs/15a_grading.ipynb #073d14e2
+# %% ../nbs/15a_grading.ipynb #98b77502
 def honest_solutions() -> List[dict]:
     "The bank of honest solutions shipped with the package (`data/honest_solutions.md`): exercise, name, style, code, and whether it is written the way the chapters write it."
     text = (Path(transformer_tutorial.__file__).parent / "data" / "honest_solutions.md").read_text(encoding="utf-8")

@@ -111,22 +111,31 @@ _BUILTINS = ("abs", "all", "any", "bool", "callable", "dict", "enumerate", "floa
              "issubclass", "iter", "len", "list", "max", "min", "next", "print", "range", "repr", "round", "set", "setattr", "slice",
              "sorted", "str", "sum", "super", "tuple", "type", "vars", "zip")  # those the checks call (IPython swaps input, exit, ...)
 
-def _sealer(sys=sys, torch=torch, builtins=builtins, names=_BUILTINS, vars=vars, getattr=getattr, isinstance=isinstance,
-            callable=callable, type=type, list=list, tuple=tuple, len=len, all=all, zip=zip, dict=dict, AssertionError=AssertionError):
+def _sealer(sys=sys, torch=torch, builtins=builtins, names=_BUILTINS, vars=vars, getattr=getattr, isinstance=isinstance, dir=dir,
+            callable=callable, type=type, list=list, tuple=tuple, len=len, all=all, zip=zip, dict=dict, AttributeError=AttributeError,
+            AssertionError=AssertionError, BuiltinMethod=type(len)):
     "Two functions sharing one record: `seal()` notes what the checks rely on, `untouched(name)` fails a check when any of it was replaced since; every builtin and module they use is theirs, so a notebook that patches those later cannot blind them."
     record = {}
     def identity(v):
-        "v, and the code, defaults and closure behind it when it is a function: what a patch replaces."
+        "What a patch replaces: the function behind `v` (a class's bound method is made anew at each lookup), its code, defaults and closure."
+        if isinstance(v, BuiltinMethod) and isinstance(getattr(v, "__self__", None), type): return (v.__self__, v.__name__)
         fn = getattr(v, "__func__", v)
         cells = tuple(getattr(c, "cell_contents", None) for c in (getattr(fn, "__closure__", None) or ()))
-        return (v, getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None), len(cells),
+        return (fn, getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None), len(cells),
                 *cells, *(getattr(c, "__code__", None) for c in cells))
+    def looked_up(cls):
+        "What each name of `cls` resolves to, inherited or its own: a method set on torch.Tensor shadows one of its C base."
+        out = {}
+        for k in dir(cls):
+            try: out[k] = getattr(cls, k)
+            except AttributeError: pass
+        return out
     def relied_on():
         "(where, value) for what the checks call: the course's functions and classes (and their methods), torch's functions, the methods of tensors and of torch.nn's classes, the builtins."
         spaces = [(n, vars(m)) for n, m in list(sys.modules.items()) if m is not None and n.split(".")[0] == "transformer_tutorial"]
-        spaces += [("torch", vars(torch)), ("torch.Tensor", vars(torch.Tensor)), ("torch.nn.functional", vars(torch.nn.functional)),
+        spaces += [("torch", vars(torch)), ("torch.Tensor", looked_up(torch.Tensor)), ("torch.nn.functional", vars(torch.nn.functional)),
                    ("torch.random", vars(torch.random)), ("builtins", {k: vars(builtins)[k] for k in names if k in vars(builtins)})]
-        spaces += [(f"torch.nn.{k}", vars(v)) for k, v in list(vars(torch.nn).items()) if isinstance(v, type)]
+        spaces += [(f"torch.nn.{k}", looked_up(v)) for k, v in list(vars(torch.nn).items()) if isinstance(v, type)]
         for where, space in spaces:
             for k, v in list(space.items()):
                 if not (callable(v) or isinstance(v, (staticmethod, classmethod, property))): continue
@@ -141,7 +150,7 @@ def _sealer(sys=sys, torch=torch, builtins=builtins, names=_BUILTINS, vars=vars,
         now = dict(relied_on())
         for where, then in record.items():
             gone = where not in now and not where.startswith("transformer_tutorial.")  # the package's own modules may be unloaded
-            if gone or where in now and not all(a is b for a, b in zip(identity(now[where]), then)):
+            if gone or where in now and not all(a is b or type(a) is str and a == b for a, b in zip(identity(now[where]), then)):
                 raise AssertionError(f"{name}: {where} was replaced or removed in this session, so this check cannot trust its own verdict: "
                                      "restart the kernel and run every cell from the top")
     return seal, untouched
