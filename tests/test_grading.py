@@ -408,6 +408,10 @@ def _cheats(folder, out):
         "pax": "from transformer_tutorial.checks import check_padding_mask as c, check_causal_mask as d\n"      # patches the checks' code
                "c.__wrapped__.__code__ = d.__wrapped__.__code__ = (lambda fn: None).__code__",
         "sam": "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",                             # swallows exceptions
+        "eva": "ip = get_ipython()\nip.events.register('pre_run_cell', lambda info: ip.user_ns.update("         # rebinds the checks
+               "check_padding_mask=print, check_causal_mask=print))",                                           # before every cell
+        "ian": "get_ipython().input_transformers_post.append(lambda lines: [l for l in lines if not l.startswith('check_')])",  # erases the checks
+        "syd": "import sys\nsys.exit(0)",                                                                     # exits (IPython refuses)
         "quinn": "import os\nos._exit(0)",                                                                     # exits the kernel
         "gil": f"open({str(ada)!r}, 'w').write('{{}}')\nopen({str(out)!r}, 'w').write('gil,ex02_masks,2.0')\n"  # writes the class's files
                f"open({str(cache)!r}, 'w').write('{{}}')\nimport os\nos.makedirs({str(feedback)!r}, exist_ok=True)\n"
@@ -453,10 +457,17 @@ def test_no_cheat_scores_above_the_untouched_notebook_and_each_is_flagged_or_sto
     for student in cheats:
         assert float(by[student]["points"]) <= float(by["una"]["points"]), by[student]
         assert by[student]["integrity"] or by[student]["status"] != "ok", by[student]
+    flagged = {"rex": "rebinds the check", "pat": "patches the course's package", "pax": "reaches into the interpreter's internals",
+               "sam": "installs an IPython or interpreter hook", "eva": "installs an IPython or interpreter hook",
+               "ian": "installs an IPython or interpreter hook", "syd": "ends or signals a process", "quinn": "ends or signals a process",
+               "gil": "writes or deletes files", "fox": "starts processes", "sly": "starts processes", "del": "writes or deletes files"}
+    for student, flag in flagged.items(): assert flag in by[student]["integrity"], by[student]
     stopped = {s: by[s]["notes"] for s in ("lou", "fox", "hog", "ned")}
     assert "printed more than 1 MiB" in stopped["lou"] or "resident memory" in stopped["lou"], stopped
     assert "ran more than 8 processes at once" in stopped["fox"] and "more than 1 GiB of resident memory" in stopped["hog"], stopped
     assert "did not stop when interrupted" in stopped["ned"] and by["quinn"]["status"] == "crashed", stopped
+    for student in stopped:  # each breach is in the student's feedback too, with the limit it broke
+        assert by[student]["notes"].split(";")[-1].strip() in (root / "out" / "grades_feedback" / f"{student}.md").read_text(encoding="utf-8")
 
 
 @NEEDS_PROC
@@ -553,7 +564,7 @@ def test_batch_grader_bad_input_is_one_row_and_line_each_and_the_rest_is_graded(
         "ex03_multi_head_attention, ex04_positional_encoding, ex05_layer_norm_feed_forward, ex06_encoder_decoder_layers): skipped",
         "ivy/notes.txt: not a notebook (.ipynb), skipped",
         "jo/ex02_masks.ipynb: has no check cells of ex02_masks (deleted?): each counts 0",
-        "kit/ex02_masks.ipynb: a second notebook of ex02_masks for kit (kit/ex02_masks (copy).ipynb is graded), skipped",
+        "kit/ex02_masks (copy).ipynb: a second notebook of ex02_masks for kit (kit/ex02_masks.ipynb is graded), skipped",
         "student folders 'Ada', 'ada' look like one student: each is graded under its own name; merge them by hand if they are"])
     rows = {(row["student"], row["notebook"]): row for row in _rows(root / "out" / "grades.csv")}
     got = {k: (row["exercise"], row["points"], row["max_points"], row["status"]) for k, row in rows.items() if k[0] not in CLASS}
@@ -564,13 +575,13 @@ def test_batch_grader_bad_input_is_one_row_and_line_each_and_the_rest_is_graded(
                    ("jo", "jo/ex02_masks.ipynb"): ("ex02_masks", "0.0", "2.0", "ok"),
                    ("..Zoë Ünal", "..Zoë Ünal/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok"),
                    ("a.b", "a.b/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok"),
-                   ("kit", "kit/ex02_masks (copy).ipynb"): ("ex02_masks", "1.0", "2.0", "ok"),
-                   ("kit", "kit/ex02_masks.ipynb"): ("ex02_masks", "0.0", "0.0", "not graded"),
+                   ("kit", "kit/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok"),                # the one named as the exercise
+                   ("kit", "kit/ex02_masks (copy).ipynb"): ("ex02_masks", "0.0", "0.0", "not graded"),
                    ("del", "del/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok")}
     assert rows["hal", "hal/ex01_attention.ipynb"]["notes"] == "holds exercise ex02_masks (by its check cells): graded as ex02_masks"
     assert rows["ivy", "ivy/ex01_attention.ipynb"]["notes"].startswith("not a readable notebook (JSONDecodeError: ")
     assert rows["jo", "jo/ex02_masks.ipynb"]["notes"].startswith("has no check cells of ex02_masks (deleted?): each counts 0; it has no code cells")
-    assert rows["kit", "kit/ex02_masks.ipynb"]["notes"] == "a second notebook of ex02_masks: kit/ex02_masks (copy).ipynb is the one graded"
+    assert rows["kit", "kit/ex02_masks (copy).ipynb"]["notes"] == "a second notebook of ex02_masks: kit/ex02_masks.ipynb is the one graded"
     assert "writes or deletes files" in rows["del", "del/ex02_masks.ipynb"]["integrity"]
     assert (root / "class" / "del" / "ex02_masks.ipynb").is_file() and (root / "out" / "grades_feedback" / "..Zoë Ünal.md").is_file()
 

@@ -1181,7 +1181,7 @@ def _submissions(found, folder, exercises, limits, problems):
     "(student, notebook) -> the notebook, its exercise and cache key, or the row of one that cannot be graded (unreadable, no exercise, a second one); problems appended."
     import nbformat
     todo, graded = {}, {}
-    for student, path in found:
+    for student, path in sorted(found, key=lambda sp: (sp[0], sp[1].stem not in exercises, sp[1].name)):  # a notebook named as its exercise first
         rel = path.relative_to(folder).as_posix()
         try:
             data = path.read_bytes()
@@ -1194,7 +1194,7 @@ def _submissions(found, folder, exercises, limits, problems):
                                               f"{line}: nothing ran, 0 points")}
             continue
         name, line = identify(nb, path, exercises)
-        if line: problems.append(f"{rel}: {line}")
+        if line and (student, name) not in graded: problems.append(f"{rel}: {line}")
         if name is None:
             todo[student, rel] = {"row": _row("", 0.0, "not graded", line)}
         elif (student, name) in graded:
