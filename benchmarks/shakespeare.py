@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/shakespeare.py [--part cli hf generate] [--steps 1400] [--device cpu]
        python benchmarks/shakespeare.py --part budget --device cuda [--seconds 180]
+       python benchmarks/shakespeare.py --part pace          # the budget part's model: seconds per step here
 
 - cli: `transformer-tutorial train --task shakespeare` run as a user runs it, timed from the command to its last line;
   then the validation loss of the folder it wrote on all of the validation plays (back-to-back windows).
@@ -15,13 +16,14 @@ Usage: python benchmarks/shakespeare.py [--part cli hf generate] [--steps 1400] 
   weight decay 0.1 on the matrices, 100 warmup steps, cosine decay to 1e-4 over the steps the budget holds, estimated
   from the pace of steps 20 to 50; clipping at 1; batch 64; bf16 autocast), in a loop that never waits for the GPU except to read the
   clock every 50 steps. Scored on every character of the validation plays with at least half the context before it
-  (`full_context_loss`), and back to back as chapter 17 scores; then generation speed with and without the cache, the
+  (chapter 16's `eval_windows`), beside the best count model and the old back-to-back score; then generation speed with and without the cache, the
   draw on the CPU (an int seed) and on the GPU (a generator there).
 """
 import argparse, contextlib, json, math, os, statistics, subprocess, sys, tempfile, time
 import torch
 from torch import nn
-from transformer_tutorial.gpt import GPT, ShakespeareTask, from_gpt2, generate
+from transformer_tutorial.gpt import GPT, from_gpt2, generate
+from transformer_tutorial.shakespeare import ShakespeareTask
 from transformer_tutorial.model_files import from_pretrained
 from transformer_tutorial.training import make_optimizer, train_step
 
@@ -36,10 +38,27 @@ def cli(a):
     done = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t
     print(done.stdout.strip()); assert done.returncode == 0, done.stderr
-    task, model = ShakespeareTask(context=64), from_pretrained(out)
+    from transformer_tutorial.cli import task_from_config
+    from transformer_tutorial.model_files import read_config
+    task, model = task_from_config(read_config(out)['task']), from_pretrained(out)   # its tokens, as the run recorded them
     full = task.evaluate(model, n=None)
-    print(f"cli: {' '.join(cmd[:4])}: {wall:.1f} s from the command to the last line; validation loss on all {full['n']} windows of "
-          f"the validation plays {full['loss']:.4f} nats per character ({full['bits_per_char']:.3f} bits)", flush=True)
+    print(f"cli: {' '.join(cmd[:4])}: {wall:.1f} s from the command to the last line; on every token of the validation plays after "
+          f"the first ({full['tokens']} tokens, {full['chars']} characters, {full['n']} windows): {task.describe(full)}", flush=True)
+    counted = count_model_loss(task)
+    gpt = full['bits_per_char'] * math.log(2)                      # nats per character, whatever the tokens
+    print(f"the best count model (chapter 16: interpolated Kneser-Ney, order {COUNT_ORDER}) on every validation character after the "
+          f"first: {counted:.4f} nats; the GPT is {abs(counted - gpt):.4f} nats per character {'better' if gpt < counted else 'worse'}", flush=True)
+
+
+COUNT_ORDER = 7   # the best order of chapter 16's table
+
+
+def count_model_loss(task=None):
+    "Chapter 16's best count model on characters, scored on every validation character after the first (nats per character)."
+    from transformer_tutorial.shakespeare import KneserNey
+    chars = ShakespeareTask(context=64)
+    positions = torch.arange(1, len(chars.valid_ids))
+    return -KneserNey(chars.train_ids, len(chars.vocab), COUNT_ORDER).log_probs(chars.valid_ids, positions).mean().item()
 
 
 class Logits(nn.Module):
@@ -98,26 +117,31 @@ def generation(a):
               f"{row[False]:.2f} s ({1000 * row[False] / n:.1f} ms each): {row[False] / row[True]:.1f}x", flush=True)
 
 
-def full_context_loss(model, ids, context, batch_size=64):
-    "Mean cross-entropy (nats) of predicting every id of `ids` after the first, each from at least `context` // 2 ids before it (all before it near the start): windows of `context` overlapping by half, each scoring what the previous did not."
+def back_to_back_loss(model, task, batch_size=64):
+    "Mean cross-entropy of every character of back-to-back windows (each window's first characters predicted from little)."
     import torch.nn.functional as F
-    device, n, half = next(model.parameters()).device, len(ids), context // 2
-    starts = list(range(0, n - 1 - context, context - half)) + [n - 1 - context]
-    scored_to, total, count, batch = 0, 0.0, 0, []   # targets 1..scored_to are scored
-    def flush():
-        nonlocal total, count
-        x = torch.stack([ids[s:s + context] for s, _ in batch]).to(device)
-        y = torch.stack([ids[s + 1:s + context + 1] for s, _ in batch]).to(device)
-        keep = torch.stack([torch.arange(context) >= first for _, first in batch]).to(device)       # the positions this window scores
-        with torch.no_grad(): loss = F.cross_entropy(model(x).float().flatten(0, 1), y.flatten(), reduction='none')
-        total += loss[keep.flatten()].sum().item(); count += int(keep.sum()); batch.clear()
-    for s in starts:
-        first = scored_to - s           # window position j predicts target s + j + 1: score those past scored_to
-        batch.append((s, max(first, 0))); scored_to = s + context
-        if len(batch) == batch_size: flush()
-    if batch: flush()
-    assert count == n - 1, (count, n)
-    return total / count
+    device, starts = next(model.parameters()).device, torch.arange(0, len(task.valid_ids) - task.context - 1, task.context)
+    total = 0.0
+    with torch.no_grad():
+        for i in range(0, len(starts), batch_size):
+            x, y = task._windows(task.valid_ids, starts[i:i + batch_size])
+            total += F.cross_entropy(model(x.to(device)).float().flatten(0, 1), y.to(device).flatten(), reduction='sum').item()
+    return total / (len(starts) * task.context)
+
+
+def pace(a):
+    "Seconds per training step of the budget part's model (6 blocks, d_model 384, context 256, batch 64) on this device, after one warm-up step."
+    task = ShakespeareTask(context=256)
+    torch.manual_seed(0)
+    model = GPT(len(task.vocab), 256, a.d_model, a.heads, a.layers, 4 * a.d_model, dropout=0.2).to(a.device)
+    opt, _ = make_optimizer(model, 1e-3, 10)
+    batches = task.batches(64, seed=0)
+    train_step(model, batches(), opt, task.pad_id)
+    t = time.perf_counter()
+    for _ in range(3): train_step(model, batches(), opt, task.pad_id)
+    step = (time.perf_counter() - t) / 3
+    print(f"the budget part's model on {a.device}: {step:.2f} s per step of 64 windows of 256 (float32, the mean of 3); "
+          f"the 1800 steps the H100 made in 44 s would take {1800 * step / 3600:.1f} h here", flush=True)
 
 
 def budget(a):
@@ -169,11 +193,12 @@ def budget(a):
           f"{flops_per_step * step / wall / 1e12:.1f} TFLOP/s of model FLOPs (6 N per token plus attention); "
           f"training loss every 50 steps, last 5: {[round(x.item(), 3) for x in losses[-5:]]}", flush=True)
     model.eval()
-    t = time.perf_counter(); fair = full_context_loss(model, task.valid_ids, 256)
+    t = time.perf_counter(); fair = task.evaluate(model, n=None)['loss']
     t_fair = time.perf_counter() - t
-    back = task.evaluate(model, n=None)['loss']
+    back = back_to_back_loss(model, task)
     print(f"validation plays, every character with at least 128 before it: {fair:.4f} nats per character ({fair / m.log(2):.3f} bits), "
-          f"scored in {t_fair:.1f} s; back to back windows of 256 (chapter 17's score): {back:.4f}", flush=True)
+          f"scored in {t_fair:.1f} s; back to back windows of 256 (the course's score before chapter 16's fair one): {back:.4f}; "
+          f"the best count model on the same characters: {count_model_loss(task):.4f}", flush=True)
     prompt = task.encode('ROMEO:\n')
     for n_new in (240,):   # within the context of 256, where the cache applies
         for use_cache, gen in ((True, 0), (True, 'device'), (False, 0)):
@@ -189,7 +214,7 @@ def budget(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--part', nargs='+', default=['cli', 'hf', 'generate'], choices=['cli', 'hf', 'generate', 'budget'])
+    ap.add_argument('--part', nargs='+', default=['cli', 'hf', 'generate'], choices=['cli', 'hf', 'generate', 'budget', 'pace'])
     ap.add_argument('--seconds', type=float, default=180, help='the budget part: seconds of training')
     ap.add_argument('--d-model', type=int, default=384); ap.add_argument('--layers', type=int, default=6); ap.add_argument('--heads', type=int, default=6)
     ap.add_argument('--steps', type=int, default=None, help='training steps (default: the CLI recipe, 1400)')
@@ -197,7 +222,7 @@ def main():
     a = ap.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {a.device}"
           + (f" ({torch.cuda.get_device_name()})" if a.device.startswith('cuda') else ''), flush=True)
-    for part in a.part: {'cli': cli, 'hf': side_by_side, 'generate': generation, 'budget': budget}[part](a)
+    for part in a.part: {'cli': cli, 'hf': side_by_side, 'generate': generation, 'budget': budget, 'pace': pace}[part](a)
     return 0
 
 

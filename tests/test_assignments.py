@@ -40,7 +40,7 @@ def test_strip_solutions_rejects_unbalanced_markers(src, msg):
 
 def test_exercise_notebooks_carry_nbgrader_metadata():
     assert NAMES == ["ex01_attention.ipynb", "ex02_masks.ipynb", "ex03_multi_head_attention.ipynb",
-                     "ex04_positional_encoding.ipynb", "ex05_layer_norm_feed_forward.ipynb", "ex06_encoder_decoder_layers.ipynb"]
+                     "ex04_positional_encoding.ipynb", "ex05_layer_norm_feed_forward.ipynb", "ex06_encoder_decoder_layers.ipynb", "ex07_loss_and_schedule.ipynb"]
     for name in NAMES:
         cs = cells(EXERCISES / name)
         sol = [c for c in cs if "### BEGIN SOLUTION" in c["text"]]

@@ -132,3 +132,15 @@ def test_train_task_compile_falls_back_with_one_warning(monkeypatch):
         _, fell_back, _ = train_task('copy', compile=True, **kw)
     assert len(caught) == 1
     assert fell_back['loss'] == train_task('copy', **kw)[1]['loss']
+
+
+def test_progress_lines_between_evaluations_change_nothing_of_the_training():
+    "log_every cuts the training into shorter chunks for its lines: the same losses, evaluations and weights as without it."
+    lines = []
+    runs = [train_task('copy', steps=30, eval_every=20, n_eval=40, progress=False, log=lines.append if k else None, log_every=7 if k else None)
+            for k in (0, 1)]
+    (m0, h0, r0), (m1, h1, r1) = runs
+    assert h0 == h1 and r0 == r1
+    for a, b in zip(m0.state_dict().values(), m1.state_dict().values()): assert torch.equal(a, b)
+    assert [l.split(':')[0] for l in lines] == ['step 7 of 30', 'step 14 of 30', 'step 20', 'step 21 of 30', 'step 28 of 30', 'step 30']
+    with pytest.raises(ValueError, match='log_every must be a positive integer'): train_task('copy', steps=3, log_every=0)

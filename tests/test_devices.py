@@ -9,7 +9,7 @@ import copy
 import pytest, torch
 from elsewhere import Elsewhere, elsewhere
 from mutation import mutate
-from transformer_tutorial import decoding, training, data_parallel, gpt
+from transformer_tutorial import decoding, training, data_parallel, gpt, shakespeare
 from transformer_tutorial.copy_task import CopyTask, evaluate, task_model
 from transformer_tutorial.decoding import greedy_decode, beam_search
 from transformer_tutorial.training import PAD, record_attention, train, select_device
@@ -111,7 +111,8 @@ def test_data_parallel_step_on_another_device():
 
 def test_generation_and_the_language_model_on_another_device():
     "The GPT's generate (with and without the cache, greedy and sampled) and the Shakespeare task's evaluation: on the model's device, the CPU's ids in and out."
-    from transformer_tutorial.gpt import GPT, ShakespeareTask, generate
+    from transformer_tutorial.gpt import GPT, generate
+    from transformer_tutorial.shakespeare import ShakespeareTask
     torch.manual_seed(0)
     model, prompt = GPT(83, 40, 16, 2, 1, 32).eval(), torch.randint(0, 83, (2, 5))
     task = ShakespeareTask(context=40)
@@ -142,7 +143,7 @@ MUTATIONS = [
     (gpt.generate, 'out = ids.to(prompt.device)', 'out = ids', test_generation_and_the_language_model_on_another_device),
     (gpt._cached_causal_attention, 'dtype=torch.bool, device=y.device)', 'dtype=torch.bool)', test_generation_and_the_language_model_on_another_device),
     (gpt.sample_next, '[:, 0].to(logits.device)', '[:, 0]', test_generation_and_the_language_model_on_another_device),
-    (gpt.ShakespeareTask.evaluate, 'model(x.to(device))', 'model(x)', test_generation_and_the_language_model_on_another_device),
+    (shakespeare.ShakespeareTask.evaluate, 'model(x.to(device))', 'model(x)', test_generation_and_the_language_model_on_another_device),
     (training.record_attention, 'output[1].detach().cpu()', 'output[1].detach()', test_evaluate_and_record_attention_on_another_device),
     (training.train_step, 'b = batch.to(next(model.parameters()).device)', 'b = batch', test_training_loop_on_another_device),
     (data_parallel.data_parallel_step, 'micro_batches = [b.to(device) for b in micro_batches]', 'micro_batches = list(micro_batches)',

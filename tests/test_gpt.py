@@ -3,7 +3,8 @@ import json, math
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
-from transformer_tutorial.gpt import (GPT, GPTConfig, ShakespeareTask, from_gpt2, generate, gpt2_config, gpt_decode_step,
+from transformer_tutorial.shakespeare import ShakespeareTask
+from transformer_tutorial.gpt import (GPT, GPTConfig, from_gpt2, generate, gpt2_config, gpt_decode_step,
                                       gpt_flops_per_token, gpt_parameter_count, load_gpt2_state, sample_next, top_k_filter, top_p_filter)
 from transformer_tutorial.decoding import KVCache
 from transformer_tutorial.training import record_attention
@@ -199,7 +200,8 @@ def test_the_shakespeare_task(task):
     metrics = task.evaluate(model, n=50)
     assert metrics['n'] == 50 and abs(metrics['loss'] - math.log(83)) < 0.05   # an untrained model guesses uniformly
     assert metrics['bits_per_char'] == pytest.approx(metrics['loss'] / math.log(2))
-    assert task.evaluate(model, n=None)['n'] == (len(task.valid_ids) - 33) // 32 + 1
+    full = task.evaluate(model, n=None)                                      # every validation character after the first, once
+    assert full['chars'] == len(task.valid_ids) - 1 and full['n'] == len(range(0, len(task.valid_ids) - 33, 16)) + 1
     with pytest.raises(ValueError, match="the prompt is empty"): task.encode('')
     with pytest.raises(ValueError, match=r"character\(s\) outside the vocabulary of 83: '€'"): task.encode('ROMEO€')
 
@@ -230,17 +232,47 @@ def shakespeare_run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp('empty')
     exe = shutil.which('transformer-tutorial')
     assert exe, 'the console script is not installed'
-    done = subprocess.run([exe, 'train', '--task', 'shakespeare', '--steps', '20', '--device', 'cpu', '--json'], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run([exe, 'train', '--task', 'shakespeare', '--tokenizer', 'char', '--steps', '20', '--device', 'cpu', '--json'],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return cwd / 'runs' / 'shakespeare', done.stdout
+
+
+@pytest.fixture(scope='module')
+def shakespeare_bpe_run(tmp_path_factory):
+    "The default `transformer-tutorial train --task shakespeare --steps 20`: byte-pair tokens (cli.TOKENIZERS), from an empty folder."
+    import shutil, subprocess
+    cwd = tmp_path_factory.mktemp('empty')
+    done = subprocess.run([shutil.which('transformer-tutorial'), 'train', '--task', 'shakespeare', '--steps', '20', '--device', 'cpu', '--json'],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return cwd / 'runs' / 'shakespeare', done.stdout
+
+
+def test_cli_trains_on_byte_pair_tokens_by_default_and_scores_characters(shakespeare_bpe_run, capsys):
+    from transformer_tutorial.cli import TOKENIZERS
+    out, printed = shakespeare_bpe_run
+    vocab_size = TOKENIZERS['shakespeare'][1]
+    metrics = json.loads(printed.strip().splitlines()[-1])
+    assert metrics['steps'] == 20 and metrics['valid_tokens'] < metrics['valid_chars']                     # a token holds several characters
+    assert metrics['valid_bits_per_char'] == pytest.approx(metrics['valid_loss'] * metrics['valid_tokens'] / metrics['valid_chars'] / math.log(2))
+    assert 'nats per token' in printed and 'bits per character' in printed
+    cfg = json.loads((out / 'config.json').read_text())
+    assert cfg['vocab_size'] == vocab_size and 'tokenizer' in cfg['task']
+    folder = str(out)
+    rc, text, _ = generated(capsys, '--checkpoint', folder, '--prompt', 'ROMEO€ 🙂', '--max-new-tokens', '30', '--seed', '3')
+    assert rc == 0 and text.startswith('ROMEO€ 🙂')                                                   # bytes: no character is outside
+    assert generated(capsys, '--checkpoint', folder, '--prompt', 'ROMEO€ 🙂', '--max-new-tokens', '30', '--seed', '3')[1] == text
+    rc, _, err = generated(capsys, '--checkpoint', folder, '--prompt', 'ROMEO', '--top-k', str(vocab_size + 1))
+    assert rc == 2 and f'larger than the vocabulary ({vocab_size} tokens)' in err and err.count('\n') == 1
 
 
 def test_cli_trains_the_language_model_from_an_empty_folder(shakespeare_run):
     out, printed = shakespeare_run
     assert sorted(p.name for p in out.iterdir()) == ['config.json', 'loss.png', 'model.safetensors', 'training_state.safetensors']
     metrics = json.loads(printed.strip().splitlines()[-1])
-    assert metrics['task'] == 'shakespeare' and metrics['steps'] == 20 and metrics['n'] == 200 and 2.5 < metrics['loss'] < math.log(83)
+    assert metrics['task'] == 'shakespeare' and metrics['steps'] == 20 and metrics['n'] == 200 and 2.5 < metrics['valid_loss'] < math.log(83)
+    assert 'loss' not in metrics and metrics['valid_chars'] == 200 * 32    # the validation loss, named so, on the second halves of 200 windows
     assert 'validation loss' in printed and 'nats per character' in printed and 'exact match' not in printed
     cfg = json.loads((out / 'config.json').read_text())
     assert cfg['model_type'] == 'transformer_tutorial_gpt' and cfg['max_len'] == 64 and cfg['task']['name'] == 'shakespeare'
@@ -266,6 +298,8 @@ def test_cli_generate_one_seed_one_text(shakespeare_run, capsys):
     greedy = [generated(capsys, '--checkpoint', folder, '--prompt', 'ROMEO:', '--max-new-tokens', '20', '--temperature', '0',
                         '--seed', s)[1] for s in ('1', '2')]
     assert greedy[0] == greedy[1]                               # temperature 0 is greedy: the seed does not matter
+    rc, long_text, _ = generated(capsys, '--checkpoint', folder, '--prompt', 'ROMEO:', '--max-new-tokens', '100', '--seed', '1')
+    assert rc == 0 and len(long_text) == 6 + 100 + 1            # past the 64-character context (and print's newline): it slides by default, as nanoGPT crops
 
 
 @pytest.mark.parametrize('args,message', [
@@ -275,15 +309,15 @@ def test_cli_generate_one_seed_one_text(shakespeare_run, capsys):
     (['--top-k', '84'], r'--top-k=84 is larger than the vocabulary \(83 tokens\): at most 83'),
     (['--top-p', '0'], r'--top-p must be in \(0, 1\], got 0.0'),
     (['--top-p', '1.5'], r'--top-p must be in \(0, 1\], got 1.5'),
-    (['--max-new-tokens', '59'], r'a prompt of 6 tokens and 59 new ones need 65 positions, but the model reads at most max_len=64: '
-                                 r'ask for at most 58 new tokens, or --slide to read only the last 64'),
-    (['--prompt', 'A' * 65, '--slide'], r'the prompt has 65 tokens, more than the model reads \(max_len=64\)'),
+    (['--max-new-tokens', '59', '--no-slide', None], r'a prompt of 6 tokens and 59 new ones need 65 positions, but the model reads at most '
+                                                     r'max_len=64: ask for at most 58 new tokens, or leave out --no-slide to read only the last 64'),
+    (['--prompt', 'A' * 65], r'the prompt has 65 tokens, more than the model reads \(max_len=64\)'),
 ])
 def test_cli_generate_refuses_bad_input_in_one_line(shakespeare_run, capsys, args, message):
     import re
     base = {'--prompt': 'ROMEO:'}
     settings = dict(zip(args[::2], args[1::2]))
-    flat = [x for k, v in {**base, **settings}.items() for x in (k, v)]
+    flat = [x for k, v in {**base, **settings}.items() for x in ((k,) if v is None else (k, v))]   # None: a flag without a value
     before = sorted((p.name, p.stat().st_mtime_ns) for p in shakespeare_run[0].iterdir())
     rc, out, err = generated(capsys, '--checkpoint', str(shakespeare_run[0]), *flat)
     assert rc == 2 and out == '' and re.search(message, err) and err.count('\n') == 1 and 'Traceback' not in err, err

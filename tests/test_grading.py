@@ -19,7 +19,7 @@ from transformer_tutorial.grading import (Limits, copies, copy_detector_rates, c
                                           grade_folder, honest_solutions, identify, isolation, landlock_abi, reference_fingerprints,
                                           reference_uses, tampering)
 from classroom import CLASS, EXERCISES, EXPECTED, IMPORTS_EX02, NBGRADER_EXPECTED, PAD, CAUSAL, STUB, submission, write_class
-import student_bank, student_bank3
+import student_bank, student_bank3, student_bank_training
 import test_installed
 
 EXERCISE_SET = course_exercises()
@@ -203,9 +203,10 @@ def _verdict(check, impl, through_the_wire):
     return out.getvalue()
 
 
-@pytest.mark.parametrize("check, impl", [(c, i) for c, i, _ in student_bank.BANK + student_bank3.BANK], ids=lambda x: getattr(x, "__name__", x))
+@pytest.mark.parametrize("check, impl", [(c, i) for c, i, _ in student_bank.BANK + student_bank3.BANK + student_bank_training.BANK],
+                         ids=lambda x: getattr(x, "__name__", x))
 def test_a_verdict_through_the_wire_is_the_verdict(check, impl):
-    "Every implementation of the two banks, right and wrong, gets the same message from a check through proxies as from the check itself."
+    "Every implementation of the three banks, right and wrong, gets the same message from a check through proxies as from the check itself."
     assert _verdict(check, impl, True) == _verdict(check, impl, False)
 
 
@@ -561,7 +562,8 @@ def test_batch_grader_bad_input_is_one_row_and_line_each_and_the_rest_is_graded(
     assert sorted(set(lines) - set(broken)) == sorted("transformer-tutorial grade: " + line for line in [
         "hal/ex01_attention.ipynb: holds exercise ex02_masks (by its check cells): graded as ex02_masks",
         "ivy/homework.ipynb: no check cells, and its name is none of the exercises' (ex01_attention, ex02_masks, "
-        "ex03_multi_head_attention, ex04_positional_encoding, ex05_layer_norm_feed_forward, ex06_encoder_decoder_layers): skipped",
+        "ex03_multi_head_attention, ex04_positional_encoding, ex05_layer_norm_feed_forward, ex06_encoder_decoder_layers, "
+        "ex07_loss_and_schedule): skipped",
         "ivy/notes.txt: not a notebook (.ipynb), skipped",
         "jo/ex02_masks.ipynb: has no check cells of ex02_masks (deleted?): each counts 0",
         "kit/ex02_masks (copy).ipynb: a second notebook of ex02_masks for kit (kit/ex02_masks.ipynb is graded), skipped",

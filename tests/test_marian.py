@@ -124,7 +124,7 @@ def test_from_marian_refuses_what_the_course_cannot_hold(tmp_path):
     theirs = random_marian(*SIZES[1])
     cfg, state = theirs.config.to_dict(), theirs.state_dict()
     for change, message in [({'model_type': 'bart'}, "describes a 'bart' model; from_marian reads MarianMT"),
-                            ({'normalize_before': True}, "normalize_before=True: the course's Transformer"),
+                            ({'normalize_before': True}, 'normalize_before=True means pre-LN layers'),
                             ({'decoder_layers': 3}, 'encoder_layers=1 and decoder_layers=3 differ'),
                             ({'scale_embedding': False}, 'scale_embedding=False'),
                             ({'activation_function': 'tanh'}, "activation_function 'tanh'"),
@@ -158,7 +158,8 @@ def test_cli_converts_to_and_from_marian(tmp_path, capsys):
     theirs.save_pretrained(tmp_path / 'hf')                      # transformers' own folder: config.json, model.safetensors
     assert main(['convert', '--from', 'marian', str(tmp_path / 'hf'), str(tmp_path / 'course')]) == 0
     course = from_pretrained(tmp_path / 'course')
-    assert read_config(tmp_path / 'course')['task'] == {'name': 'marian', 'pad_token_id': PAD, 'eos_token_id': EOS, 'decoder_start_token_id': PAD}
+    task = read_config(tmp_path / 'course')['task']
+    assert {k: task[k] for k in ('name', 'pad_token_id', 'eos_token_id', 'decoder_start_token_id')} == {'name': 'marian', 'pad_token_id': PAD, 'eos_token_id': EOS, 'decoder_start_token_id': PAD}
     a, b = logits_of_both(course, theirs, *batch(50, None))
     assert (a - b).abs().max().item() < 1e-5
     assert main(['convert', '--to', 'marian', str(tmp_path / 'course'), str(tmp_path / 'back')]) == 0
@@ -181,3 +182,93 @@ def test_a_folder_without_safetensors_is_refused_with_the_way_out(tmp_path):
     (tmp_path / 'pytorch_model.bin').write_bytes(b'PK\x03\x04 a pickle-based checkpoint')
     with pytest.raises(FileNotFoundError, match=r"has no model.safetensors \(pickle-based weights are never read here\).*MarianMTModel.from_pretrained"):
         from_marian(str(tmp_path))
+
+
+# Real opus-mt configurations: every key of the Hub's config.json and generation_config.json, the sizes shrunk.
+from transformer_tutorial.marian import marian_generate, OPUS_MT_EN_DE, OPUS_MT_EN_DE_GENERATION
+
+def real_config(family):
+    """(config.json, generation_config.json) of a real opus-mt model with the sizes shrunk (58101 tokens -> 61, d_model 512 -> 32, 6 layers
+    -> 2): 'en-de' is Helsinki-NLP/opus-mt-en-de's, every key; 'tc-big' the same keys with the values that set the opus-mt-tc-big family
+    apart (relu, an end id other than 0, longer positions)."""
+    V, pad = 61, 60
+    cfg = {**OPUS_MT_EN_DE, 'd_model': 32, 'encoder_attention_heads': 4, 'decoder_attention_heads': 4, 'encoder_ffn_dim': 64,
+           'decoder_ffn_dim': 64, 'encoder_layers': 2, 'decoder_layers': 2, 'num_hidden_layers': 2, 'vocab_size': V, 'decoder_vocab_size': V,
+           'extra_pos_embeddings': V, 'pad_token_id': pad, 'decoder_start_token_id': pad, 'bad_words_ids': [[pad]]}
+    generation = {**OPUS_MT_EN_DE_GENERATION, 'bad_words_ids': [[pad]], 'decoder_start_token_id': pad, 'pad_token_id': pad}
+    if family == 'tc-big':
+        cfg.update(activation_function='relu', eos_token_id=37, forced_eos_token_id=37, max_position_embeddings=1024,
+                   _name_or_path='Helsinki-NLP/opus-mt-tc-big-fr-en')
+        generation.update(eos_token_id=37, forced_eos_token_id=37)
+    return cfg, generation
+
+
+def real_folder(tmp_path, family, seed=0):
+    "A folder as the Hub serves it: transformers' own weights file, the real config.json and generation_config.json; the weights perturbed, the pad id's bias raised (so that banning it matters)."
+    cfg, generation = real_config(family)
+    torch.manual_seed(seed)
+    model = MarianMTModel(MarianConfig(**{k: v for k, v in cfg.items() if not k.startswith('_')})).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if 'embed_positions' not in name: p.add_(0.1 * torch.randn_like(p))
+        model.final_logits_bias.normal_(0, 0.1)
+        model.final_logits_bias[0, cfg['pad_token_id']] += 3.0
+    folder = tmp_path / family
+    model.save_pretrained(folder)
+    (folder / 'config.json').write_text(json.dumps(cfg, indent=2))
+    (folder / 'generation_config.json').write_text(json.dumps(generation, indent=2))
+    return folder, cfg
+
+
+@pytest.mark.parametrize('family', ['en-de', 'tc-big'])
+def test_a_real_opus_mt_folder_loads_and_translates_as_generate_does(tmp_path, family):
+    folder, cfg = real_folder(tmp_path, family)
+    theirs = MarianMTModel.from_pretrained(folder).eval()
+    ours = from_marian(str(folder))
+    assert set(json.loads((folder / 'config.json').read_text())) == set(cfg)             # every key of the real file was there
+    src = torch.randint(1, 59, (6, 9), generator=torch.Generator().manual_seed(2)); src[2, 5:] = cfg['pad_token_id']
+    tgt = torch.randint(1, 59, (6, 7), generator=torch.Generator().manual_seed(3)); tgt[:, 0] = cfg['pad_token_id']
+    with torch.no_grad():
+        a = ours(src, tgt, (src != cfg['pad_token_id'])[:, None, None, :], torch.ones(7, 7, dtype=torch.bool).tril())
+        b = theirs(input_ids=src, attention_mask=(src != cfg['pad_token_id']).long(), decoder_input_ids=tgt).logits
+    assert (a - b).abs().max().item() < 1e-5
+    assert ours.marian_generation == {'decoder_start_token_id': 60, 'eos_token_id': cfg['eos_token_id'], 'pad_token_id': 60,
+                                      'forced_eos_token_id': cfg['eos_token_id'], 'bad_words_ids': [[60]], 'num_beams': 4, 'max_length': 512}
+    mask = (src != cfg['pad_token_id']).long()
+    for n in (4, 12):       # a limit that cuts most translations (the forced end) and one that lets them end
+        expected = theirs.generate(src, attention_mask=mask, num_beams=1, do_sample=False, max_new_tokens=n)[:, 1:]   # its own settings otherwise
+        got = marian_generate(ours, src, max_new_tokens=n, num_beams=1)
+        width = max(got.size(1), expected.size(1))
+        pad = lambda t: torch.nn.functional.pad(t, (0, width - t.size(1)), value=cfg['pad_token_id'])
+        assert torch.equal(pad(got), pad(expected)), (n, got, expected)
+    plain = greedy_decode(ours, src, 4, start_id=60, end_id=cfg['eos_token_id'], pad_id=60)   # without the settings: another output
+    assert not torch.equal(plain, marian_generate(ours, src, max_new_tokens=4, num_beams=1))
+    assert marian_generate(ours, src, max_new_tokens=6).shape[0] == 6                          # the settings' 4 beams, the course's search
+
+
+def test_the_cli_converts_a_real_folder_and_keeps_its_generation_settings(tmp_path):
+    from transformer_tutorial.cli import main
+    from transformer_tutorial.model_files import from_pretrained, read_config
+    folder, cfg = real_folder(tmp_path, 'en-de', seed=4)
+    assert main(['convert', '--from', 'marian', str(folder), str(tmp_path / 'course')]) == 0
+    course, task = from_pretrained(tmp_path / 'course'), read_config(tmp_path / 'course')['task']
+    assert task['name'] == 'marian' and task['forced_eos_token_id'] == 0 and task['bad_words_ids'] == [[60]]
+    theirs = MarianMTModel.from_pretrained(folder).eval()
+    src = torch.randint(1, 59, (4, 8), generator=torch.Generator().manual_seed(5))
+    expected = theirs.generate(src, attention_mask=torch.ones_like(src), num_beams=1, do_sample=False, max_new_tokens=5)[:, 1:]
+    assert torch.equal(marian_generate(course, src, 5, num_beams=1, settings=task), expected)
+
+
+@pytest.mark.parametrize('key, value, message', [
+    ('static_position_embeddings', False, "static_position_embeddings=False means a learned position table"),
+    ('normalize_before', True, "normalize_before=True means pre-LN layers"),
+    ('normalize_embedding', True, "normalize_embedding=True means a LayerNorm on the embeddings"),
+    ('add_final_layer_norm', True, "add_final_layer_norm=True means a LayerNorm after each stack's last layer"),
+    ('add_bias_logits', True, "add_bias_logits=True means a second bias on the logits"),
+    ('scale_embedding', False, "scale_embedding=False means unscaled embeddings"),
+    ('bad_words_ids', [[60], [3, 4]], r"bad_words_ids=\[\[60\], \[3, 4\]\]: the course's decoders ban single tokens")])
+def test_a_real_config_with_a_value_the_course_cannot_compute_is_refused_by_name(tmp_path, key, value, message):
+    folder, cfg = real_folder(tmp_path, 'en-de')
+    (folder / 'config.json').write_text(json.dumps({**cfg, key: value}))
+    if key == 'bad_words_ids': (folder / 'generation_config.json').unlink()
+    with pytest.raises(ValueError, match=message): from_marian(str(folder))

@@ -3,7 +3,7 @@
 Self-contained (no conftest, no repository files): tests/test_installed.py also runs this file in the wheel's
 environments (oldest and newest torch), from an empty folder.
 """
-import json, math, os, pickle, signal, subprocess, sys, textwrap
+import json, math, re, os, pickle, signal, subprocess, sys, textwrap
 from pathlib import Path
 
 import pytest
@@ -348,3 +348,20 @@ def test_the_activation_travels_through_the_files_and_old_configs_mean_relu(tmp_
     del old["activation"]
     (tmp_path / "gelu" / "config.json").write_text(json.dumps(old))
     assert from_pretrained(tmp_path / "gelu").decoder.layers[0].feed_forward.activation == 'relu'
+
+
+def test_a_path_that_looks_local_is_never_sent_to_the_hub(tmp_path, monkeypatch):
+    "runs/nope (runs/ exists here), ./x, /x, a/b/c and a\\b fail at once with the path named; owner/name alone may go to the Hub."
+    from transformer_tutorial import model_files
+    monkeypatch.chdir(tmp_path); (tmp_path / 'runs').mkdir()
+    asked = []
+    import sys, types
+    fake = types.ModuleType('huggingface_hub')
+    def snapshot_download(repo_id, **kw): asked.append(repo_id); raise OSError('offline')
+    fake.snapshot_download = snapshot_download
+    monkeypatch.setitem(sys.modules, 'huggingface_hub', fake)
+    for path in ('runs/nope', './runs/nope', '/abs/x', 'a/b/c', 'a\\b', 'owner/', '~/x'):
+        with pytest.raises(FileNotFoundError, match=f"no model folder or file at {re.escape(path)}$"): model_files.from_pretrained(path)
+    assert asked == []
+    with pytest.raises(FileNotFoundError, match='no Hub repo of that name could be fetched'): model_files.from_pretrained('owner/name')
+    assert asked == ['owner/name']

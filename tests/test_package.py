@@ -135,3 +135,13 @@ def test_readme_links_to_site_pages_that_exist():
     pages = {_site_page(p.relative_to(ROOT / "nbs").as_posix()) for p in NBS}
     links = re.findall(re.escape(site) + r"/([\w/.-]+\.html)", (ROOT / "README.md").read_text(encoding="utf-8"))
     assert links and not [l for l in links if l not in pages], sorted(set(links) - pages)
+
+
+def test_the_triton_chapter_says_what_to_install_when_triton_is_missing():
+    "Without Triton, importing chapter 19a's module fails with one line naming the package to install, not a bare ModuleNotFoundError."
+    import subprocess, sys
+    code = ("import sys; sys.modules['triton'] = None\n"
+            "try: import transformer_tutorial.flash_triton\n"
+            "except ImportError as e: print(e)")
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "transformer_tutorial.flash_triton needs Triton: pip install triton (or pip install 'transformer_tutorial[triton]')"

@@ -78,3 +78,90 @@ def test_context_helps_on_the_validation_plays():
     t, v = vocab.encode(train), vocab.encode(valid)
     bits = [ngram_bits_per_char(ngram_model(t, len(vocab), n), v) for n in (1, 2, 3)]
     assert math.log2(len(vocab)) > bits[0] > bits[1] > bits[2] > 2.5 and all(map(math.isfinite, bits))
+
+
+# Interpolated Kneser-Ney, checked against the formula computed from scratch with Python dictionaries.
+from collections import Counter
+from transformer_tutorial.shakespeare import KneserNey, eval_windows, scored_positions, ShakespeareTask
+
+
+def kneser_ney_by_hand(ids, V, order):
+    "p(w | h) for every context h (a tuple of order-1 ids) and w, from the chapter's formula, written with dictionaries."
+    ids = list(ids)
+    grams = {k: Counter(tuple(ids[i:i + k]) for i in range(len(ids) - k + 1)) for k in range(1, order + 1)}
+    def counts(k):   # occurrences at the highest order, continuation counts below it
+        if k == order: return grams[k]
+        return Counter(g[1:] for g in grams[k + 1])
+    tables = {k: counts(k) for k in range(1, order + 1)}
+    def discount(k):
+        c = list(tables[k].values()); n1, n2 = c.count(1), c.count(2)
+        return n1 / (n1 + 2 * n2) if n1 else 0.5
+    def p(w, h, k):
+        if k == 0: return 1 / V
+        if len(h) < k - 1: return p(w, h, k - 1)         # not enough history for this order: the order below
+        h = h[len(h) - (k - 1):] if k > 1 else ()
+        seen = {g: c for g, c in tables[k].items() if g[:-1] == h}
+        total = sum(seen.values())
+        if total == 0: return p(w, h, k - 1)
+        d = discount(k)
+        return (max(seen.get(h + (w,), 0) - d, 0) + d * len(seen) * p(w, h[1:] if h else h, k - 1)) / total
+    return lambda w, h: p(w, tuple(h), order)
+
+
+@pytest.mark.parametrize('order', [1, 2, 3, 4])
+def test_kneser_ney_is_the_formula_and_sums_to_one(order):
+    g = torch.Generator().manual_seed(order)
+    V = 5
+    ids = torch.multinomial(torch.tensor([0.4, 0.3, 0.15, 0.1, 0.05]), 400, replacement=True, generator=g)
+    model, by_hand = KneserNey(ids, V, order), kneser_ney_by_hand(ids.tolist(), V, order)
+    for history in ([], [0], [3, 1], [4, 4, 4], [2, 0, 1, 3]):
+        got = model.next_probs(torch.tensor(history, dtype=torch.long))
+        assert abs(got.sum().item() - 1) < 1e-12
+        want = torch.tensor([by_hand(w, history[len(history) - (order - 1):] if order > 1 else []) for w in range(V)], dtype=torch.float64)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    text = torch.randint(0, V, (60,), generator=g)
+    positions = torch.arange(1, 60)
+    want = torch.tensor([math.log(by_hand(text[t].item(), text[max(0, t - order + 1):t].tolist())) for t in positions.tolist()], dtype=torch.float64)
+    torch.testing.assert_close(model.log_probs(text, positions), want, rtol=1e-12, atol=1e-12)
+
+
+def test_kneser_ney_beats_add_one_on_the_plays():
+    vocab = CharVocab(load_shakespeare('train'))
+    train, valid = vocab.encode(load_shakespeare('train')), vocab.encode(load_shakespeare('valid'))
+    positions = torch.arange(2, len(valid))
+    add_one = ngram_bits_per_char(ngram_model(train, len(vocab), 3), valid) * math.log(2)
+    kn = {n: -KneserNey(train, len(vocab), n).log_probs(valid, positions).mean().item() for n in (3, 7)}
+    assert kn[3] < add_one and kn[7] < 1.55 < add_one - 0.4
+
+
+@pytest.mark.parametrize('args, message', [((torch.arange(10), 5, 0), 'order must be a positive integer'),
+                                           ((torch.arange(10), 83, 10), 'do not fit in 64 bits; the highest order is 9'),
+                                           ((torch.arange(3), 5, 4), 'too few to count 4-grams')])
+def test_kneser_ney_refuses_what_it_cannot_count(args, message):
+    with pytest.raises(ValueError, match=message): KneserNey(*args)
+
+
+@pytest.mark.parametrize('context', [1, 2, 7, 16, 33])
+def test_the_fair_windows_score_every_character_once_with_half_a_window_before_it(context):
+    for length in range(context + 1, context + 60):
+        starts, firsts = eval_windows(length, context)
+        assert torch.equal(scored_positions(starts, firsts, context), torch.arange(1, length))
+        assert ((firsts >= context // 2) | (starts == 0)).all() and (starts + context <= length - 1).all()
+    starts, firsts = eval_windows(1000, context, n=7)
+    assert len(starts) == 7 and (firsts == context // 2).all() and starts[0] == 0 and starts[-1] == 1000 - 1 - context
+    with pytest.raises(ValueError, match='too short for windows of context'): eval_windows(context, context)
+
+
+def test_the_task_scores_exactly_the_characters_the_count_model_scores():
+    "A model that reads only the current character: evaluate(n=None) equals its mean loss over every character after the first."
+    task = ShakespeareTask(context=48)
+    class Bigram(torch.nn.Module):
+        def __init__(self): super().__init__(); self.table = torch.nn.Embedding(len(task.vocab), len(task.vocab))
+        def forward(self, idx): return self.table(idx)
+    torch.manual_seed(0)
+    model = Bigram()
+    ids = task.valid_ids
+    logp = model.table.weight.log_softmax(-1)
+    want = -logp[ids[:-1], ids[1:]].double().mean().item()
+    got = task.evaluate(model, n=None)
+    assert got['chars'] == len(ids) - 1 and abs(got['loss'] - want) < 1e-5

@@ -23,8 +23,8 @@ _WHERE = {  # name -> the module (and chapter) that defines it
     **dict.fromkeys(['greedy_decode', 'beam_search', 'KVCache'], 'decoding'),
     **dict.fromkeys(['save_pretrained', 'from_pretrained', 'save_checkpoint', 'load_checkpoint', 'ModelFileError'], 'model_files'),
     **dict.fromkeys(['DataParallel', 'train_data_parallel'], 'data_parallel'),
-    **dict.fromkeys(['load_shakespeare', 'CharVocab'], 'shakespeare'),
-    **dict.fromkeys(['GPT', 'GPTConfig', 'ShakespeareTask', 'generate', 'from_gpt2'], 'gpt'),
+    **dict.fromkeys(['load_shakespeare', 'CharVocab', 'KneserNey', 'ShakespeareTask'], 'shakespeare'),
+    **dict.fromkeys(['GPT', 'GPTConfig', 'generate', 'from_gpt2'], 'gpt'),
     **dict.fromkeys(['from_marian', 'to_marian'], 'marian'),
     'flash_attention': 'flash',
 }

@@ -168,11 +168,13 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
                schedule_steps: int = 500, cooldown: float = 0.4, lr_floor: float = 0.05, label_smoothing: float = 0.0,
                eval_every: int = 100, n_eval: int = 1000, causal: bool = True, progress: bool = True, checkpoint=None, resume=None,
                log: Optional[Callable[[str], None]] = None, parallel: Optional[OneProcess] = None,
-               compile: bool = False, graphs: Optional[bool] = None, mixed_precision: bool = True) -> Tuple[nn.Module, dict, dict]:
-    "Train the model of 'copy', 'reverse' or any `Task` (its `make_model`) until the task is solved (100% held-out exact match by default) or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from, `parallel`: where it runs (`OneProcess()`), `compile`: train through `torch.compile` (chapter 20's `compile_model`: where compiling is not available, a warning and the plain model); `graphs`: record the training step's forward and backward as CUDA graphs (chapter 20's `graph_model`; None: on a CUDA GPU for a task whose batches have fixed shapes, in one process, not compiled); `mixed_precision`: False trains in float32 on a GPU too."
+               compile: bool = False, graphs: Optional[bool] = None, mixed_precision: bool = True,
+               log_every: Optional[int] = None) -> Tuple[nn.Module, dict, dict]:
+    "Train the model of 'copy', 'reverse' or any `Task` (its `make_model`) until the task is solved (100% held-out exact match by default) or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from, `parallel`: where it runs (`OneProcess()`), `compile`: train through `torch.compile` (chapter 20's `compile_model`: where compiling is not available, a warning and the plain model); `graphs`: record the training step's forward and backward as CUDA graphs (chapter 20's `graph_model`; None: on a CUDA GPU for a task whose batches have fixed shapes, in one process, not compiled); `mixed_precision`: False trains in float32 on a GPU too; `log_every`: also `log` the training loss every that many steps (for a log file, where no progress bar shows)."
     task, parallel = as_task(task), parallel or OneProcess()
     steps = 1500 if steps is None else steps
     _check_positive_int('steps', steps); _check_positive_int('eval_every', eval_every)
+    if log_every is not None: _check_positive_int('log_every', log_every)
     run = {'seed': seed, 'batch_size': batch_size, 'lr': lr, 'warmup': warmup, 'horizon': min(schedule_steps, steps),
            'cooldown': cooldown, 'lr_floor': lr_floor, 'label_smoothing': label_smoothing}  # the lr schedule ends at `horizon`, then stays at its floor
     if resume is not None:
@@ -208,10 +210,13 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
     try:
         while done < steps:
             n = min(eval_every - done % eval_every, steps - done)  # a resumed run evaluates where the first one would have
+            if log_every and log: n = min(n, log_every - done % log_every)
             with quiet():
                 train(trained, next_batch, n, opt, sched, task.pad_id, run['label_smoothing'], history=history, step=parallel.step,
                       progress=progress and parallel.is_main, desc=f'steps {done}-{done + n} of {steps}', precision=precision)
             done += n
+            if done % eval_every and done < steps:   # a progress line between evaluations
+                log(f"step {done} of {steps}: training loss {history['loss'][-1]:.4f}"); continue
             metrics = parallel.share((task.evaluate(model, n_eval) or evaluate(model, task, n_eval)) if parallel.is_main else None)
             _record(history, done, metrics)
             if log: log(f"step {done}: loss {history['loss'][-1]:.4f}, {task.describe(metrics)}")

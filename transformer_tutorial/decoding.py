@@ -6,7 +6,7 @@
 __all__ = ['KVCache', 'decode_step', 'greedy_decode', 'seconds_per_token', 'length_penalty', 'beam_search']
 
 # %% ../nbs/11b_decoding.ipynb #be9a80d8
-from typing import Optional, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 import math, time
 import torch
 import torch.nn.functional as F
@@ -81,10 +81,16 @@ def decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: "KVCache", 
     return model.output(model.decoder.norm(x))[:, 0]  # (B, V)
 
 # %% ../nbs/11b_decoding.ipynb #e8a23fea
+def _constrain(logits: torch.Tensor, banned: Sequence[int], forced: Optional[int]) -> torch.Tensor:
+    "`logits` (B, V) with the `banned` ids at -inf, or, when `forced` is an id, every id but it at -inf (a token that must come now)."
+    if forced is not None: return torch.full_like(logits, -math.inf).index_fill_(-1, torch.tensor([forced], device=logits.device), 0.0)
+    if banned: logits = logits.index_fill(-1, torch.tensor(list(banned), device=logits.device), -math.inf)
+    return logits
+
 @torch.no_grad()
 def greedy_decode(model: torch.nn.Module, src: torch.Tensor, max_len: int, start_id: int = START, end_id: int = END, pad_id: int = PAD,
-                  use_cache: bool = True) -> torch.Tensor:
-    "Greedy decoding of a batch (B, Ls) on the model's device: (B, ≤max_len) tokens after the start token, pads after each row's `end_id` (None: never stop early), on `src`'s device."
+                  use_cache: bool = True, banned: Sequence[int] = (), forced_end_id: Optional[int] = None) -> torch.Tensor:
+    "Greedy decoding of a batch (B, Ls) on the model's device: (B, ≤max_len) tokens after the start token, pads after each row's `end_id` (None: never stop early), on `src`'s device; `banned` ids are never chosen, and `forced_end_id` is the last token of a row that reaches `max_len` (transformers' `bad_words_ids` and `forced_eos_token_id`)."
     _check_generation(model, src, max_len)
     model.eval()
     device = next(model.parameters()).device
@@ -93,9 +99,10 @@ def greedy_decode(model: torch.nn.Module, src: torch.Tensor, max_len: int, start
     ys = torch.full((src.size(0), 1), start_id, dtype=torch.long, device=device)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=device)
     cache = KVCache(model, memory, max_len) if use_cache else None
-    for _ in range(max_len):
+    for t in range(max_len):
         if use_cache: logits = decode_step(model, ys[:, -1], cache, src_mask)               # (B, V): one new position
         else: logits = model.decode(ys, memory, causal_mask(ys.size(1), device), src_mask)[:, -1]  # the whole prefix again
+        logits = _constrain(logits, banned, forced_end_id if t == max_len - 1 else None)
         nxt = logits.argmax(-1).masked_fill(done, pad_id)           # finished rows emit pads
         ys = torch.cat([ys, nxt[:, None]], 1)
         if end_id is not None:
@@ -121,8 +128,9 @@ def length_penalty(length: Union[torch.Tensor, float], alpha: float) -> Union[to
 # %% ../nbs/11b_decoding.ipynb #73f78289
 @torch.no_grad()
 def beam_search(model: torch.nn.Module, src: torch.Tensor, max_len: int, beam_size: int = 4, alpha: float = 0.6, start_id: int = START,
-                end_id: int = END, pad_id: int = PAD, return_scores: bool = False) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
-    "Beam search over a batch (B, Ls): each row's best of `beam_size` hypotheses by log-probability / `length_penalty`, shaped like `greedy_decode`'s output (with the (B,) scores if `return_scores`)."
+                end_id: int = END, pad_id: int = PAD, return_scores: bool = False, banned: Sequence[int] = (),
+                forced_end_id: Optional[int] = None) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    "Beam search over a batch (B, Ls): each row's best of `beam_size` hypotheses by log-probability / `length_penalty`, shaped like `greedy_decode`'s output (with the (B,) scores if `return_scores`); `banned` and `forced_end_id` as in `greedy_decode`."
     _check_generation(model, src, max_len)
     V, K, B = model.config.tgt_vocab_size, beam_size, src.size(0)
     _check_positive_int('beam_size', beam_size)
@@ -138,8 +146,9 @@ def beam_search(model: torch.nn.Module, src: torch.Tensor, max_len: int, beam_si
     length = torch.zeros(B * K, device=device)      # tokens generated, the end token included
     done = torch.zeros(B * K, dtype=torch.bool, device=device)
     only_pad = torch.full((V,), -math.inf, device=device); only_pad[pad_id] = 0.0  # a finished beam's one extension
-    for _ in range(max_len):
+    for t in range(max_len):
         step = decode_step(model, ys[:, -1], cache, src_mask).log_softmax(-1)    # (B*K, V)
+        step = _constrain(step, banned, forced_end_id if t == max_len - 1 else None)
         step = torch.where(done[:, None], only_pad, step)
         cand = logp.view(-1, 1) + step                                           # (B*K, V): every one-token extension
         cand_len = (length + ~done).view(-1, 1).expand(-1, V)                    # their lengths

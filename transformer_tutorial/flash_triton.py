@@ -9,9 +9,12 @@ __all__ = ['MAX_HEAD_DIM', 'DTYPES', 'kernel_unavailable', 'FlashAttentionTriton
 import re
 from typing import Optional
 import torch
-import triton
-import triton.language as tl
-from triton.runtime.interpreter import InterpretedFunction
+try:
+    import triton
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+except ImportError:   # optional: Triton comes with PyTorch's CUDA builds on Linux, elsewhere it is one pip install away
+    raise ImportError("transformer_tutorial.flash_triton needs Triton: pip install triton (or pip install 'transformer_tutorial[triton]')") from None
 from .flash import _check_flash_inputs
 
 # %% ../nbs/19a_flash_triton.ipynb #bdfc19cb

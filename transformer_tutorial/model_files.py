@@ -190,8 +190,14 @@ def _model_folder(path):
         raise ModelFileError(f"{path} has no {WEIGHTS_NAME}; a model folder holds {CONFIG_NAME} (the architecture) and {WEIGHTS_NAME} (the weights){hint}")
     return path
 
+def _looks_local(path: str) -> bool:
+    "Whether `path` can only mean a file or folder here, never a Hub repo id 'owner/name': not exactly one '/', a start in '.', '/' or '~', a backslash, an empty part, or a first part that is a folder here (runs/nope)."
+    parts = path.split('/')
+    return len(parts) != 2 or path.startswith(('.', '/', '~')) or '\\' in path or not all(parts) or os.path.isdir(parts[0])
+
 def _hub_folder(repo_id):
-    "Download a Hub repo's config.json and model.safetensors with huggingface_hub (optional) and return the local folder."
+    "Download a Hub repo's config.json and model.safetensors with huggingface_hub (optional) and return the local folder; a path that looks local is not sent to the Hub."
+    if _looks_local(repo_id): raise FileNotFoundError(f"no model folder or file at {repo_id}")
     try: from huggingface_hub import snapshot_download
     except ImportError:
         raise FileNotFoundError(f"no model folder or file at {repo_id} (to fetch it from the Hugging Face Hub: pip install huggingface_hub)") from None
@@ -201,9 +207,7 @@ def _hub_folder(repo_id):
 def from_pretrained(path: Union[str, os.PathLike], device: Union[str, torch.device] = 'cpu') -> torch.nn.Module:
     "The model (a `Transformer`, or the class its config.json's model_type names) in eval mode, rebuilt from a model folder, its model.safetensors, or a Hub repo id; nothing is unpickled."
     path = os.fspath(path)
-    if not os.path.exists(path):
-        if path.count('/') != 1 or path.startswith(('.', '/', '~')): raise FileNotFoundError(f"no model folder or file at {path}")
-        path = _hub_folder(path)  # 'user/name': a Hub repo id
+    if not os.path.exists(path): path = _hub_folder(path)  # 'user/name': a Hub repo id, unless it looks local
     folder = _model_folder(path)
     model = _build(read_config(folder), folder)
     return load_weights(model, folder / WEIGHTS_NAME).to(device).eval()

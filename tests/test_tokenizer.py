@@ -1,0 +1,176 @@
+"Chapter 16a's byte-pair encoding: the trainer against the slow one and its tie rule, GPT-2's tokenizer id for id against tiktoken (offline, from the package's copies of OpenAI's files), round trips on random Unicode, streaming, files, subwords in the Shakespeare task and the command line, and the bad input it refuses."
+import gzip, json, math
+from collections import Counter
+from importlib import resources
+from pathlib import Path
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+from transformer_tutorial.tokenizer import (GPT2_PATTERN, BPETokenizer, train_bpe, pair_counts, merge_pair, pretokens, gpt2_tokenizer,
+                                            read_gpt2_files, bytes_to_unicode)
+from transformer_tutorial.shakespeare import load_shakespeare, ShakespeareTask
+
+tiktoken = pytest.importorskip('tiktoken')   # a test dependency (settings.ini dev_requirements)
+DATA = resources.files('transformer_tutorial') / 'data'
+
+
+def slow_train(text, vocab_size, pattern=GPT2_PATTERN):
+    "BPE as chapter 16a does it by hand: every pair of every piece recounted after every merge, ties to the greatest pair of bytes."
+    vocab, merges = {i: bytes([i]) for i in range(256)}, []
+    words = [list(p.encode('utf-8')) for p in pretokens(text, pattern)]
+    while len(vocab) < vocab_size:
+        counts = sum((pair_counts(w) for w in words), Counter())
+        if not counts: break
+        pair = max(counts, key=lambda p: (counts[p], vocab[p[0]], vocab[p[1]]))
+        vocab[len(vocab)] = vocab[pair[0]] + vocab[pair[1]]
+        merges.append((*pair, len(vocab) - 1))
+        words = [merge_pair(w, pair, len(vocab) - 1) for w in words]
+    return vocab, merges
+
+
+@pytest.mark.parametrize('text', ["the cat sat on the mat, and the rat sat on the hat.", "aaaa aaa aa a abab baba " * 7,
+                                  "naïve café, 日本語 日本 🙂🙂🙂 ok", "x"])
+def test_the_trainer_makes_the_slow_trainer_s_merges(text):
+    assert train_bpe(text, 300) == slow_train(text, 300)
+
+
+def test_the_trainer_on_the_plays_and_its_tie_rule():
+    plays = load_shakespeare('train')[:30_000]
+    assert train_bpe(plays, 380) == slow_train(plays, 380)
+    vocab, merges = train_bpe('ab ab cd cd', 257)                 # (a, b) and (c, d) both twice: the greater pair of bytes, (c, d)
+    assert vocab[256] == b'cd' and merges == [(ord('c'), ord('d'), 256)]
+
+
+@pytest.fixture(scope='module')
+def reference():
+    "tiktoken's GPT-2 encoding built offline from the same files the package carries (tiktoken.get_encoding would download them)."
+    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        for name in ('gpt2_vocab.bpe.gz', 'gpt2_encoder.json.gz'):
+            Path(folder, name[5:-3]).write_bytes(gzip.decompress((DATA / name).read_bytes()))
+        ranks = data_gym_to_mergeable_bpe_ranks(str(Path(folder, 'vocab.bpe')), str(Path(folder, 'encoder.json')))
+    return tiktoken.Encoding('gpt2', pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={'<|endoftext|>': 50256})
+
+
+VARIED = ["def f(x):\n    return x ** 2   # squares\n\n\n\tprint(f(3))\n", "Ελληνικά, русский, العربية, हिन्दी, 日本語の文章、한국어",
+          "🙂🚀👩‍👩‍👧 emoji and ZWJ", "     many spaces\n\n\n\nand newlines  \t \n", "<|endoftext|>inside<|endoftext|> text <|endoftext|>",
+          "O'Neil's they're we've I'm you'll he'd", "3.14159 1,000,000 0xDEADBEEF", "", " ", "\n"]
+
+
+def test_gpt2_ids_equal_tiktoken_s_on_the_plays_and_varied_text(reference):
+    gpt2 = gpt2_tokenizer()
+    assert len(gpt2) == 50257 and gpt2.special_tokens == {'<|endoftext|>': 50256}
+    for text in [load_shakespeare('valid'), *VARIED]:
+        ids = gpt2.encode(text)
+        assert ids == reference.encode(text, allowed_special='all') and gpt2.decode(ids) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_random_unicode_round_trips_and_matches_tiktoken(reference, text):
+    gpt2 = gpt2_tokenizer()
+    ids = gpt2.encode(text)
+    assert ids == reference.encode(text, allowed_special='all') and gpt2.decode(ids) == text
+
+
+def test_decoding_a_cut_character_gives_the_replacement_character_as_gpt2_does(reference):
+    gpt2 = gpt2_tokenizer()
+    for text in ('日本', '🙂', 'é'):
+        ids = gpt2.encode(text)
+        for k in range(len(ids)):
+            assert gpt2.decode(ids[:k]) == reference.decode(ids[:k])
+    smile = [gpt2.byte_ids[b] for b in '🙂'.encode('utf-8')]            # its four bytes as four tokens
+    assert gpt2.decode(smile[:2]) == reference.decode(smile[:2]) == '\ufffd'
+
+
+PIECES = st.sampled_from(list("ab c\n\t.,!?'sll") + ['<|endoftext|>', '<|endo', 'ftext|>', "'ll", "'re", '日', '🙂', '  ', '\n\n', 'CA'])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PIECES, max_size=80), st.lists(st.integers(1, 25), min_size=1, max_size=8), st.integers(1, 40), st.booleans())
+def test_streaming_gives_the_ids_of_the_whole_text(parts, sizes, buffer, special):
+    gpt2 = gpt2_tokenizer()
+    tok = gpt2 if special else BPETokenizer(gpt2.vocab, gpt2.merges)      # with and without a special token
+    text = ''.join(parts)
+    chunks, k, i = [], 0, 0
+    while k < len(text): chunks.append(text[k:k + sizes[i % len(sizes)]]); k += sizes[i % len(sizes)]; i += 1
+    assert list(tok.encode_iterable(iter(chunks), buffer=buffer)) == tok.encode(text)
+
+
+def test_the_trained_merges_give_the_same_ids_in_tiktoken():
+    plays = load_shakespeare('train')
+    tok = BPETokenizer.train(plays[:400_000], 600)
+    custom = tiktoken.Encoding('plays', pat_str=GPT2_PATTERN, mergeable_ranks={t: i for i, t in tok.vocab.items()}, special_tokens={})
+    valid = load_shakespeare('valid')
+    assert tok.encode(valid) == custom.encode_ordinary(valid)
+
+
+def test_files_and_dicts_round_trip_and_refuse_what_is_not_a_tokenizer(tmp_path):
+    tok = BPETokenizer.train(load_shakespeare('train')[:50_000], 320, special_tokens=['<|endoftext|>', '<|pad|>'])
+    path = tok.save(tmp_path / 'tok.json')
+    again = BPETokenizer.load(path)
+    text = "ROMEO:<|pad|> soft<|endoftext|>"
+    assert again.encode(text) == tok.encode(text) and again.vocab == tok.vocab and again.special_tokens == {'<|endoftext|>': 318, '<|pad|>': 319}
+    with pytest.raises(ValueError, match="not a course tokenizer"): BPETokenizer.from_dict({'format': 'tiktoken'})
+
+
+def test_gpt2_files_with_mistakes_are_refused_by_line():
+    encoder, merges = (gzip.decompress((DATA / n).read_bytes()).decode() for n in ('gpt2_encoder.json.gz', 'gpt2_vocab.bpe.gz'))
+    lines = merges.split('\n')
+    with pytest.raises(ValueError, match=r"vocab.bpe line 3: 'Ġ t h' is not two tokens separated by one space"):
+        read_gpt2_files(encoder, '\n'.join(lines[:2] + ['Ġ t h'] + lines[3:]))
+    enc = json.loads(encoder); del enc['Ġt']
+    with pytest.raises(ValueError, match=r"vocab.bpe line 2: the merge 'Ġ t' needs 'Ġt', which encoder.json lacks"): read_gpt2_files(json.dumps(enc), merges)
+
+
+@pytest.mark.parametrize('call, error, message', [
+    (lambda: BPETokenizer.train('abc', 255), ValueError, r'vocab_size must be at least 256 \(one token per byte\) \+ 0 special token\(s\) = 256, got 255'),
+    (lambda: BPETokenizer.train('abc', 256, special_tokens=['<|e|>']), ValueError, r'at least 256 .* \+ 1 special token\(s\) = 257, got 256'),
+    (lambda: BPETokenizer.train('abc', 300, special_tokens=['']), ValueError, "a special token must be a non-empty string, got ''"),
+    (lambda: BPETokenizer.train('abc', 300, special_tokens=['<a>', 'x<a>']), ValueError, r"special token '<a>' is inside special token 'x<a>'"),
+    (lambda: BPETokenizer.train(b'abc', 300), TypeError, 'text must be a str, got bytes'),
+    (lambda: gpt2_tokenizer().encode(None), TypeError, 'text must be a str, got NoneType'),
+    (lambda: gpt2_tokenizer().decode([50257]), ValueError, r'token id 50257 is not in the vocabulary of 50257 tokens \(ids 0 to 50256\)'),
+    (lambda: BPETokenizer({i: bytes([i]) for i in range(256)}, [(97, 98, 300)]), ValueError, r'merge 0 \(97, 98\) -> 300 names id 300, which the vocabulary lacks'),
+    (lambda: BPETokenizer({i: bytes([i]) for i in range(255)}, []), ValueError, 'the vocabulary lacks the single byte 255'),
+])
+def test_bad_input_is_one_clear_error(call, error, message):
+    with pytest.raises(error, match=message): call()
+
+
+def test_subwords_in_the_shakespeare_task_are_scored_in_bits_per_character():
+    tok = BPETokenizer.train(load_shakespeare('train')[:300_000], 400)
+    task, chars = ShakespeareTask(context=32, tokenizer=tok), ShakespeareTask(context=32)
+    assert len(task.train_ids) < 0.8 * len(chars.train_ids) and task.src_vocab_size == 400
+    assert task.decode(task.valid_ids) == load_shakespeare('valid')
+    m = task.evaluate(task.make_model(0, 32, 2, 1, 64), n=None)
+    assert m['chars'] == len(load_shakespeare('valid')) - len(tok.decode(task.valid_ids[:1].tolist()))   # every character after the first token
+    assert m['bits_per_char'] == pytest.approx(m['loss'] * m['tokens'] / m['chars'] / math.log(2))
+    again = ShakespeareTask.from_dict(json.loads(json.dumps(task.to_dict())))
+    assert torch.equal(again.valid_ids, task.valid_ids) and 'bits per character' in task.describe(m)
+    with pytest.raises(ValueError, match='give chars .* or tokenizer, not both'): ShakespeareTask(32, chars='ab', tokenizer=tok)
+
+
+def test_the_command_line_trains_and_generates_on_subwords(tmp_path, capsys):
+    from transformer_tutorial.cli import main
+    assert main(['train', '--task', 'shakespeare', '--tokenizer', 'bpe', '--vocab-size', '300', '--steps', '4', '--batch-size', '4',
+                 '--out', str(tmp_path / 'run'), '--device', 'cpu', '--json']) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics['valid_bits_per_char'] > 0 and json.loads((tmp_path / 'run' / 'config.json').read_text())['task']['tokenizer']['format'] == 'transformer_tutorial.bpe'
+    assert main(['generate', '--checkpoint', str(tmp_path / 'run'), '--prompt', 'ROMEO:', '--max-new-tokens', '5', '--seed', '1']) == 0
+    assert capsys.readouterr().out.startswith('ROMEO:')
+    assert main(['train', '--task', 'shakespeare', '--tokenizer', 'bpe', '--vocab-size', '100', '--out', str(tmp_path / 'x')]) == 2
+    assert '--vocab-size must be at least 256' in capsys.readouterr().err and not (tmp_path / 'x').exists()
+    assert main(['train', '--task', 'copy', '--tokenizer', 'bpe', '--out', str(tmp_path / 'y')]) == 2
+
+
+def test_gpt2_s_ids_from_the_course_s_tokenizer_give_transformers_logits():
+    "The course's GPT built from a random GPT2LMHeadModel, fed the course's GPT-2 ids of a sentence: the logits transformers gives for the same ids."
+    transformers = pytest.importorskip('transformers')
+    from transformer_tutorial.gpt import from_gpt2
+    torch.manual_seed(0)
+    theirs = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_positions=64, n_embd=16, n_head=2, n_layer=1)).eval()
+    ours = from_gpt2(theirs)
+    ids = torch.tensor([gpt2_tokenizer().encode("The Transformer is a model that reads, writes and translates.")])
+    with torch.no_grad(): assert (ours(ids) - theirs(ids).logits).abs().max().item() < 1e-5
