@@ -449,7 +449,7 @@ def _wire(x, hold, memo, parameters_held=False):
     if isinstance(x, torch.Tensor) and not (parameters_held and isinstance(x, torch.nn.Parameter)):
         if id(x) not in memo: memo[id(x)] = (len(memo), x)  # the same tensor twice arrives as one (`fn(x, x, x)`); x stays alive till sent
         else: return {"t": "same", "i": memo[id(x)][0]}
-        return dict(_tensor_wire(x), i=memo[id(x)][0])
+        return dict(_tensor_wire(x), i=memo[id(x)][0], **({"rg": True} if x.requires_grad else {}))
     if isinstance(x, torch.Size): return {"t": "size", "v": list(x)}
     if isinstance(x, torch.dtype): return {"t": "dtype", "v": str(x)[len("torch."):]}
     if isinstance(x, torch.device): return {"t": "device", "v": str(x)}
@@ -461,19 +461,20 @@ def _wire(x, hold, memo, parameters_held=False):
     if x is Ellipsis: return {"t": "..."}
     return hold(x)
 
-def _unwire(w, held, seen):
-    "The value `_wire` described; `held` turns a handle into its object (in the kernel) or a proxy of it (in the verdict process)."
+def _unwire(w, held, seen, grad=False):
+    "The value `_wire` described; `held` turns a handle into its object (in the kernel) or a proxy of it (in the verdict process); with `grad`, a tensor that required grad where it was sent requires it here too."
     import torch
     if not isinstance(w, dict): return w
     kind = w.get("t")
     if kind == "tensor":
-        seen[w["i"]] = _tensor_unwire(w)
+        t = _tensor_unwire(w)
+        seen[w["i"]] = t.detach().requires_grad_() if grad and w.get("rg") and t.is_floating_point() else t
         return seen[w["i"]]
     if kind == "same": return seen[w["i"]]
     if kind in ("tuple", "list", "iterator"):  # an iterator arrives as a list, iterated by the one who asked
-        items = [_unwire(v, held, seen) for v in w["v"]]
+        items = [_unwire(v, held, seen, grad) for v in w["v"]]
         return tuple(items) if kind == "tuple" else items
-    if kind == "dict": return {_unwire(k, held, seen): _unwire(v, held, seen) for k, v in w["v"]}
+    if kind == "dict": return {_unwire(k, held, seen): _unwire(v, held, seen, grad) for k, v in w["v"]}
     if kind == "size": return torch.Size([int(n) for n in w["v"]])
     if kind == "dtype" and w["v"] in _DTYPE_NAMES: return getattr(torch, w["v"])
     if kind == "device": return torch.device(w["v"])
@@ -507,14 +508,25 @@ def _operate(ns, req):
     obj = _HELD[req["id"]]
     if op == "call":
         seen = {}
-        args, kwargs = _unwire(req["args"], by_handle, seen), _unwire(req["kwargs"], by_handle, seen)
-        before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
+        args, kwargs = _unwire(req["args"], by_handle, seen, grad=True), _unwire(req["kwargs"], by_handle, seen, grad=True)
+        before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
         with torch.set_grad_enabled(bool(req.get("grad"))):
             result = (getattr(obj, req["name"]) if req.get("name") else obj)(*args, **kwargs)
         changed = [[i, _tensor_wire(a)] for i, (a, b) in enumerate(zip(args, before))  # inputs the student's code changed in place
-                   if b is not None and not (a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b))]
+                   if b is not None and not (a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.detach(), b))]
         if isinstance(result, (types.GeneratorType, map, filter, zip)): result = _Iterator(result)
-        return {"value": _wire(result, _hold, {}, parameters_held=True), "changed": changed}
+        answer = {"value": _wire(result, _hold, {}, parameters_held=True), "changed": changed}
+        inputs = [(i, t) for i, t in seen.items() if t.requires_grad]
+        outputs = [result] if isinstance(result, torch.Tensor) else list(result) if isinstance(result, (tuple, list)) else []
+        if inputs and outputs and all(isinstance(t, torch.Tensor) for t in outputs) and any(t.grad_fn for t in outputs):
+            answer["graph"] = {"id": _hold((outputs, [t for _, t in inputs]))["id"], "inputs": [i for i, _ in inputs]}  # for a later "grad"
+        return answer
+    if op == "grad":  # the gradients of a call's inputs, given those of its outputs: backward through the student's code
+        outputs, inputs = obj
+        grads = _unwire(req["grads"], by_handle, {})
+        pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
+        found = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True) if pairs else [None] * len(inputs)
+        return _wire(list(found), _hold, {})
     if op == "getattr": return _wire(getattr(obj, req["name"]), _hold, {}, parameters_held=True)
     if op == "iter": return _wire(list(obj), _hold, {}, parameters_held=True)
     if op == "getitem": return _wire(obj[_unwire(req["key"], by_handle, {})], _hold, {}, parameters_held=True)
@@ -600,6 +612,28 @@ def _proxy(w, link):
 
 _INTROSPECTION = {"parameters", "named_parameters", "children", "named_children", "modules", "named_modules", "buffers", "named_buffers"}
 
+def _across():
+    "The autograd Function that joins a call's outputs, computed in the kernel, to its inputs here: its backward asks the kernel for the inputs' gradients (a check that calls `loss.backward()`)."
+    import torch
+    class Across(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, link, graph, n, *tensors):
+            ctx.link, ctx.graph, ctx.n = link, graph, n
+            return tuple(t.detach().clone() for t in tensors[:n])
+        @staticmethod
+        def backward(ctx, *grads):
+            found = ctx.link.ask("grad", id=ctx.graph, grads=ctx.link.wire(list(grads), {}))
+            return (None, None, None, *[None] * ctx.n, *found)
+    return Across
+
+class _Across:
+    "`_across()`, made once: torch is imported only when a check runs."
+    Function = None
+    @classmethod
+    def apply(cls, *args):
+        cls.Function = cls.Function or _across()
+        return cls.Function.apply(*args)
+
 class _Link:
     "The verdict process's end of the wire: each question a line of JSON on stdout, each answer a line on stdin."
     def __init__(self, answers, questions): self.answers, self.questions, self.deferred, self.known = answers, questions, [], {}
@@ -624,7 +658,14 @@ class _Link:
                 new = _tensor_unwire(t)
                 with torch.no_grad(): args[i].copy_(new) if args[i].shape == new.shape else args[i].set_(new)
             kind = answer["value"].get("t") if isinstance(answer["value"], dict) else None
-            self.known[key] = (self.unwire(answer["value"]), kind)
+            value = self.unwire(answer["value"])
+            if "graph" in answer:  # outputs that depend on inputs requiring grad: backward asks the kernel
+                by_index = {i: x for i, x in memo.values()}
+                many = isinstance(value, (tuple, list))
+                joined = _Across.apply(self, answer["graph"]["id"], len(value) if many else 1, *(value if many else [value]),
+                                       *[by_index[i] for i in answer["graph"]["inputs"]])
+                value = type(value)(joined) if many else joined[0]
+            self.known[key] = (value, kind)
         value, kind = self.known.pop(key) if key is None else self.known[key]
         return iter(value) if kind == "iterator" else value
     def ask(self, op, raw=False, **req):
