@@ -3,8 +3,8 @@
 `CLASS` maps each student to what they wrote: the code of each solution cell (by its grade id; a cell not named holds
 `OWN`'s right solution, written otherwise than the reference, or the reference's one-line solution), the cells they
 changed otherwise, and code they added to an exercise's import cell (`IMPORTS_EX02`). `EXPECTED` is the grade each
-deserves, which the batch grader gives; `NBGRADER_EXPECTED` is what nbgrader gives, the same but for the two students
-who forge their verdicts inside the kernel."""
+deserves, which the batch grader gives; `NBGRADER_EXPECTED` is what nbgrader gives, the same but for the student who
+forges the verdicts inside the kernel by rebinding the checks."""
 import inspect, json
 from pathlib import Path
 
@@ -49,9 +49,9 @@ CLASS = {
 }
 # points out of 3 (1 for ex01, 2 for ex02), as each deserves
 EXPECTED = {"ada": 3, "ben": 2, "cy": 2, "dee": 2, "eve": 1, "fay": 3, "gus": 2, "kim": 1, "lee": 1, "mo": 1}
-# nbgrader runs the checks in the student's kernel: kim's and mo's forgeries pass there; lee's patch is caught by the
-# checks' own guard (chapter 13)
-NBGRADER_EXPECTED = dict(EXPECTED, kim=3, mo=3)
+# nbgrader runs the checks in the student's kernel: kim's rebinding passes there; lee's patch is caught by the checks' own
+# guard (chapter 13), and mo's exception handler hides no error from nbgrader (the kernel's reply still says "error")
+NBGRADER_EXPECTED = dict(EXPECTED, kim=3)
 
 
 def _solution(source):

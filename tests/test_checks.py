@@ -306,3 +306,16 @@ def test_a_check_whose_code_was_replaced_says_so(monkeypatch):
     inner = checks.check_causal_mask.__wrapped__
     monkeypatch.setattr(inner, '__code__', (lambda fn: None).__code__)
     with pytest.raises(AssertionError, match="was replaced or removed in this session"): checks.check_causal_mask(lambda size: None)
+
+
+def test_a_check_still_passes_after_torch_wraps_its_own_functions():
+    "Importing torch._dynamo (torch.compile does) makes torch.manual_seed a wrapper of itself: not a patch, so the checks still pass."
+    import subprocess, sys
+    code = ("from transformer_tutorial.checks import check_causal_mask\nimport torch, torch._dynamo\n"
+            "from transformer_tutorial.masks import causal_mask\ncheck_causal_mask(causal_mask)\n"
+            "torch.manual_seed = torch._disable_dynamo(lambda seed: None)\n"  # torch's wrapper around something else is still a patch
+            "try: check_causal_mask(causal_mask)\nexcept AssertionError as e: print(e)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines()[0] == "✓ causal_mask passes 12 checks"
+    assert "torch.manual_seed was replaced or removed in this session" in r.stdout.splitlines()[1]

@@ -581,7 +581,7 @@ def test_batch_grader_bad_input_is_one_row_and_line_each_and_the_rest_is_graded(
                    ("kit", "kit/ex02_masks (copy).ipynb"): ("ex02_masks", "0.0", "0.0", "not graded"),
                    ("del", "del/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok")}
     assert rows["hal", "hal/ex01_attention.ipynb"]["notes"] == "holds exercise ex02_masks (by its check cells): graded as ex02_masks"
-    assert rows["ivy", "ivy/ex01_attention.ipynb"]["notes"].startswith("not a readable notebook (JSONDecodeError: ")
+    assert rows["ivy", "ivy/ex01_attention.ipynb"]["notes"].startswith("not a readable notebook (")  # the error's name is nbformat's
     assert rows["jo", "jo/ex02_masks.ipynb"]["notes"].startswith("has no check cells of ex02_masks (deleted?): each counts 0; it has no code cells")
     assert rows["kit", "kit/ex02_masks (copy).ipynb"]["notes"] == "a second notebook of ex02_masks: kit/ex02_masks.ipynb is the one graded"
     assert "writes or deletes files" in rows["del", "del/ex02_masks.ipynb"]["integrity"]
@@ -619,7 +619,7 @@ def nbgrader_course(grader, tmp_path_factory):
 
 
 @NEEDS_NBGRADER
-def test_nbgrader_loop_grades_every_student_but_the_forgers(nbgrader_course, grader):
+def test_nbgrader_loop_grades_every_student_but_the_forger(nbgrader_course, grader):
     course, logs = nbgrader_course
     rows = _rows(course / "grades.csv")
     assert {r["student_id"]: float(r["score"]) for r in rows} == NBGRADER_EXPECTED and {r["max_score"] for r in rows} == {"3.0"}
@@ -648,7 +648,7 @@ def test_nbgrader_loop_grades_every_student_but_the_forgers(nbgrader_course, gra
 
 @NEEDS_NBGRADER
 def test_batch_grader_reads_nbgrader_folders_and_agrees_but_where_nbgrader_was_forged(nbgrader_course, batch, grader):
-    "nbgrader's submitted/ holds the same notebooks, so the batch grader's cache answers for all of them; it agrees with nbgrader but for the two forgers."
+    "nbgrader's submitted/ holds the same notebooks, so the batch grader's cache answers for all of them; it agrees with nbgrader but for the forger."
     course, _ = nbgrader_course
     root, _ = batch
     r = grader.grade([str(course), "--out", "out/grades.csv", "--timeout", str(TIMEOUT)], root)
@@ -657,5 +657,4 @@ def test_batch_grader_reads_nbgrader_folders_and_agrees_but_where_nbgrader_was_f
     rows = _rows(root / "out" / "grades.csv")
     assert {row["notebook"] for row in rows} == {f"submitted/{s}/transformer/{e}.ipynb" for s in CLASS for e in EXERCISES}
     batch_totals, nbgrader_totals = _totals(rows), {r["student_id"]: float(r["score"]) for r in _rows(course / "grades.csv")}
-    assert {s for s in CLASS if batch_totals[s] != nbgrader_totals[s]} == {"kim", "mo"}
-    assert all(batch_totals[s] < nbgrader_totals[s] for s in ("kim", "mo"))
+    assert {s for s in CLASS if batch_totals[s] != nbgrader_totals[s]} == {"kim"} and batch_totals["kim"] < nbgrader_totals["kim"]

@@ -113,12 +113,15 @@ _BUILTINS = ("abs", "all", "any", "bool", "callable", "dict", "enumerate", "floa
 
 def _sealer(sys=sys, torch=torch, builtins=builtins, names=_BUILTINS, vars=vars, getattr=getattr, isinstance=isinstance, dir=dir,
             callable=callable, type=type, list=list, tuple=tuple, len=len, all=all, zip=zip, dict=dict, AttributeError=AttributeError,
-            AssertionError=AssertionError, BuiltinMethod=type(len)):
+            AssertionError=AssertionError, BuiltinMethod=type(len),
+            disabled=getattr(getattr(torch, "_disable_dynamo", None) and torch._disable_dynamo(len), "__code__", None)):
     "Two functions sharing one record: `seal()` notes what the checks rely on, `untouched(name)` fails a check when any of it was replaced since; every builtin and module they use is theirs, so a notebook that patches those later cannot blind them."
     record = {}
     def identity(v):
         "What a patch replaces: the function behind `v` (a class's bound method is made anew at each lookup), its code, defaults and closure."
         if isinstance(v, BuiltinMethod) and isinstance(getattr(v, "__self__", None), type): return (v.__self__, v.__name__)
+        if disabled is not None and getattr(v, "__code__", None) is disabled:  # torch's own wrapper (torch._dynamo wraps torch.manual_seed when imported)
+            v = dict(zip(disabled.co_freevars, v.__closure__))["fn"].cell_contents  # counts as what it calls
         fn = getattr(v, "__func__", v)
         cells = tuple(getattr(c, "cell_contents", None) for c in (getattr(fn, "__closure__", None) or ()))
         return (fn, getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None), len(cells),
