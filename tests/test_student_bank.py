@@ -1,12 +1,12 @@
-"The self-checks against banks of student implementations they were not written from (tests/student_bank.py, tests/student_bank3.py, tests/student_bank_training.py)."
+"The self-checks against banks of student implementations they were not written from (tests/student_bank.py, tests/student_bank3.py, tests/student_bank_training.py, tests/student_bank_flash.py, tests/student_bank_bpe.py)."
 import contextlib, io
 
 import pytest
 
 from transformer_tutorial import checks
-import student_bank, student_bank3, student_bank_training
+import student_bank, student_bank3, student_bank_training, student_bank_flash, student_bank_bpe
 
-BANK = student_bank.BANK + student_bank3.BANK + student_bank_training.BANK
+BANK = student_bank.BANK + student_bank3.BANK + student_bank_training.BANK + student_bank_flash.BANK + student_bank_bpe.BANK
 
 # the mistake each message must name
 NAMED = {
@@ -91,6 +91,8 @@ NAMED = {
     'DecFunctionalDropout': 'built with dropout=0.1 and put in eval mode, two calls with the same input give different outputs',
 }
 NAMED.update(student_bank_training.NAMED)
+NAMED.update(student_bank_flash.NAMED)
+NAMED.update(student_bank_bpe.NAMED)
 # rejected without their mistake named: the message only says how the result is wrong (the verdict it must give)
 UNNAMED = {
     'padding_mask_first_pad_argmax': 'wrong values for pad_id = 0',

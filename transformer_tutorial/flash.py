@@ -21,7 +21,8 @@ def online_softmax(x: torch.Tensor, block: int = 4) -> torch.Tensor:
     for j in range(0, x.size(-1), block):
         xb = x[..., j:j + block]
         m_new = torch.maximum(m, xb.amax(-1))
-        l = l * torch.exp(m - m_new) + torch.exp(xb - m_new[..., None]).sum(-1)
+        safe = m_new.masked_fill(m_new == -math.inf, 0.0)                    # only -inf so far: exp(-inf - 0) = 0, not exp(nan)
+        l = l * torch.exp(m - safe) + torch.exp(xb - safe[..., None]).sum(-1)
         m = m_new
     return torch.exp(x - m[..., None]) / l[..., None]
 

@@ -1,0 +1,217 @@
+"""A bank of student implementations for the checks of exercise 8 (the online softmax and tiled attention): plausible
+mistakes, each named with the mistake it makes, and correct versions written differently, which the checks must
+accept. BANK and NAMED as in student_bank.py; tests/test_student_bank.py runs them."""
+import math
+import torch
+
+BANK = []
+def _reg(check, correct=False):
+    def deco(obj):
+        BANK.append((check, obj, correct)); return obj
+    return deco
+
+SOFTMAX, TILED = 'check_online_softmax', 'check_tiled_attention'
+
+# ---------------------------------------------------------------- the online softmax
+def _online(x, block, rescale=lambda m, m_new: torch.exp(m - m_new), guard=True, top='running', stop=None, shift=True):
+    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype)
+    l = torch.zeros_like(m)
+    for j in range(0, x.size(-1) if stop is None else stop(x.size(-1), block), block):
+        xb = x[..., j:j + block]
+        m_new = torch.maximum(m, xb.amax(-1)) if shift else torch.zeros_like(m)
+        safe = m_new.masked_fill(m_new == -math.inf, 0.0) if guard else m_new
+        l = l * rescale(m, safe) + torch.exp(xb - safe[..., None]).sum(-1)
+        m, last = m_new, xb.amax(-1)
+    return torch.exp(x - (m if top == 'running' else last)[..., None]) / l[..., None]
+
+@_reg(SOFTMAX, correct=True)
+def online_softmax_running(x, block):
+    "CORRECT: running maximum and sum, -inf guarded."
+    return _online(x, block)
+
+@_reg(SOFTMAX, correct=True)
+def online_softmax_logsumexp(x, block):
+    "CORRECT: a running log-sum-exp, combined with logaddexp."
+    lse = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype)
+    for j in range(0, x.size(-1), block):
+        lse = torch.logaddexp(lse, x[..., j:j + block].logsumexp(-1))
+    return torch.exp(x - lse[..., None])
+
+@_reg(SOFTMAX, correct=True)
+def online_softmax_per_row(x, block):
+    "CORRECT: Python floats, one row at a time, as Milakov and Gimelshein's Algorithm 3 reads."
+    out = torch.empty_like(x)
+    for r, row in enumerate(x.reshape(-1, x.size(-1))):
+        m, l = -math.inf, 0.0
+        for j in range(0, len(row), block):
+            for xi in row[j:j + block].tolist():
+                m_new = max(m, xi)
+                if m_new == -math.inf: continue
+                l = l * math.exp(m - m_new) + math.exp(xi - m_new)
+                m = m_new
+        out.view(-1, x.size(-1))[r] = torch.exp(row - m) / l
+    return out
+
+@_reg(SOFTMAX)
+def online_softmax_no_rescale(x, block):
+    "MISTAKE: the running sum is never rescaled when the maximum grows."
+    return _online(x, block, rescale=lambda m, m_new: torch.ones_like(m))
+
+@_reg(SOFTMAX)
+def online_softmax_inverted(x, block):
+    "MISTAKE: rescaled by exp(m_new - m_old)."
+    return _online(x, block, rescale=lambda m, m_new: torch.exp(m_new - m))
+
+@_reg(SOFTMAX)
+def online_softmax_last_max(x, block):
+    "MISTAKE: the final exp uses the last block's maximum."
+    return _online(x, block, top='last')
+
+@_reg(SOFTMAX)
+def online_softmax_full_blocks_only(x, block):
+    "MISTAKE: range(0, L - block + 1, block): the last, shorter block is skipped."
+    return _online(x, block, stop=lambda L, b: L - b + 1)
+
+@_reg(SOFTMAX)
+def online_softmax_no_max(x, block):
+    "MISTAKE: exp(x) summed block by block, no maximum subtracted: overflows for large inputs."
+    l = torch.zeros(x.shape[:-1], dtype=x.dtype)
+    for j in range(0, x.size(-1), block): l = l + x[..., j:j + block].exp().sum(-1)
+    return x.exp() / l[..., None]
+
+@_reg(SOFTMAX)
+def online_softmax_unguarded(x, block):
+    "MISTAKE: exp(m_old - m_new) with both -inf: NaN for a row whose first block is masked."
+    return _online(x, block, guard=False)
+
+@_reg(SOFTMAX)
+def online_softmax_float32(x, block):
+    "MISTAKE: torch.full(..., -inf) without dtype: float32 running values for a float64 input."
+    m = torch.full(x.shape[:-1], -math.inf)
+    l = torch.zeros_like(m)
+    for j in range(0, x.size(-1), block):
+        xb = x[..., j:j + block].float()
+        m_new = torch.maximum(m, xb.amax(-1))
+        safe = m_new.masked_fill(m_new == -math.inf, 0.0)
+        l = l * torch.exp(m - safe) + torch.exp(xb - safe[..., None]).sum(-1)
+        m = m_new
+    return torch.exp(x.float() - m[..., None]) / l[..., None]
+
+NAMED = {
+    'online_softmax_no_rescale': 'the running sum is not rescaled',
+    'online_softmax_inverted': 'is the rescale inverted?',
+    'online_softmax_last_max': "uses the last block's maximum",
+    'online_softmax_full_blocks_only': 'the last, shorter block is skipped',
+    'online_softmax_no_max': 'subtract the running maximum',
+    'online_softmax_unguarded': 'first block is all -inf',
+    'online_softmax_float32': "keep the input's dtype",
+}
+
+# ---------------------------------------------------------------- tiled attention
+def _tiled(q, k, v, causal, block, scale=True, rescale_out=True, rescale_sum=True, divide=True, reads_own=True):
+    Lq, Lk = q.size(-2), k.size(-2)
+    m = q.new_full(q.shape[:-1], -math.inf)
+    l = q.new_zeros(q.shape[:-1])
+    out = q.new_zeros(*q.shape[:-1], v.size(-1))
+    for j in range(0, Lk, block):
+        s = q @ k[..., j:j + block, :].transpose(-2, -1)
+        if scale: s = s / math.sqrt(q.size(-1))
+        if causal:
+            keys, queries = torch.arange(j, min(j + block, Lk)), torch.arange(Lq)[:, None]
+            s = s.masked_fill(keys > queries if reads_own else keys >= queries, -math.inf)
+        m_new = torch.maximum(m, s.amax(-1))
+        safe = m_new.masked_fill(m_new == -math.inf, 0.0)
+        p, r = torch.exp(s - safe[..., None]), torch.exp(m - safe)
+        l = (l * r if rescale_sum else l) + p.sum(-1)
+        out = (out * r[..., None] if rescale_out else out) + p @ v[..., j:j + block, :]
+        m = m_new
+    return out / l[..., None] if divide else out
+
+@_reg(TILED, correct=True)
+def tiled_key_blocks(q, k, v, causal, block):
+    "CORRECT: key blocks outside, every query at once (FlashAttention's Algorithm 1 order, without query tiles)."
+    return _tiled(q, k, v, causal, block)
+
+@_reg(TILED, correct=True)
+def tiled_query_blocks_outside(q, k, v, causal, block):
+    "CORRECT: query blocks outside, key blocks inside, causal tiles past the diagonal skipped (FlashAttention-2's order)."
+    out = q.new_empty(*q.shape[:-1], v.size(-1))
+    for i in range(0, q.size(-2), block):
+        qi = q[..., i:i + block, :]
+        m = qi.new_full(qi.shape[:-1], -math.inf); l = qi.new_zeros(qi.shape[:-1]); acc = qi.new_zeros(*qi.shape[:-1], v.size(-1))
+        for j in range(0, k.size(-2), block):
+            if causal and j > i + qi.size(-2) - 1: break
+            s = qi @ k[..., j:j + block, :].transpose(-2, -1) * q.size(-1) ** -0.5
+            if causal:
+                s = s.masked_fill(torch.arange(j, j + s.size(-1))[None] > torch.arange(i, i + qi.size(-2))[:, None], -math.inf)
+            m_new = torch.maximum(m, s.amax(-1))
+            p = torch.exp(s - m_new[..., None]); r = torch.exp(m - m_new)
+            l, acc, m = l * r + p.sum(-1), acc * r[..., None] + p @ v[..., j:j + block, :], m_new
+        out[..., i:i + block, :] = acc / l[..., None]
+    return out
+
+@_reg(TILED, correct=True)
+def tiled_course_flash(q, k, v, causal, block):
+    "CORRECT: the course's flash_attention (chapter 19) with square tiles."
+    from transformer_tutorial.flash import flash_attention
+    return flash_attention(q, k, v, causal=causal, block_q=block, block_k=block)
+
+@_reg(TILED, correct=True)
+def tiled_logsumexp(q, k, v, causal, block):
+    "CORRECT: a running log-sum-exp, the output kept normalized after every block."
+    lse = q.new_full(q.shape[:-1], -math.inf); out = q.new_zeros(*q.shape[:-1], v.size(-1))
+    for j in range(0, k.size(-2), block):
+        s = q @ k[..., j:j + block, :].transpose(-2, -1) / math.sqrt(q.size(-1))
+        if causal: s = s.masked_fill(torch.arange(j, j + s.size(-1))[None] > torch.arange(q.size(-2))[:, None], -math.inf)
+        new = torch.logaddexp(lse, s.logsumexp(-1))
+        safe = new.masked_fill(new == -math.inf, 0.0)
+        out = out * torch.exp(lse - safe)[..., None] + torch.exp(s - safe[..., None]) @ v[..., j:j + block, :]
+        lse = new
+    return out
+
+@_reg(TILED)
+def tiled_unscaled(q, k, v, causal, block):
+    "MISTAKE: no 1/sqrt(d_k)."
+    return _tiled(q, k, v, causal, block, scale=False)
+
+@_reg(TILED)
+def tiled_output_not_rescaled(q, k, v, causal, block):
+    "MISTAKE: the running output is not rescaled when the maximum grows."
+    return _tiled(q, k, v, causal, block, rescale_out=False)
+
+@_reg(TILED)
+def tiled_sum_not_rescaled(q, k, v, causal, block):
+    "MISTAKE: the running sum is not rescaled when the maximum grows."
+    return _tiled(q, k, v, causal, block, rescale_sum=False)
+
+@_reg(TILED)
+def tiled_not_divided(q, k, v, causal, block):
+    "MISTAKE: forgets the final division by the running sum."
+    return _tiled(q, k, v, causal, block, divide=False)
+
+@_reg(TILED)
+def tiled_misses_own_key(q, k, v, causal, block):
+    "MISTAKE: causal with keys j < i, the diagonal hidden."
+    return _tiled(q, k, v, causal, block, reads_own=False)
+
+@_reg(TILED)
+def tiled_whole_matrix(q, k, v, causal, block):
+    "MISTAKE: not tiled: the whole score matrix, then a softmax."
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if causal: s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), -math.inf)
+    return s.softmax(-1) @ v
+
+@_reg(TILED)
+def tiled_ignores_causal(q, k, v, causal, block):
+    "MISTAKE: the causal flag is never used."
+    return _tiled(q, k, v, False, block)
+
+NAMED.update({
+    'tiled_unscaled': 'not scaled by 1/sqrt(d_k)',
+    'tiled_output_not_rescaled': 'the running output is not rescaled',
+    'tiled_sum_not_rescaled': 'the running sum is not rescaled',
+    'tiled_not_divided': 'not divided by the running sum',
+    'tiled_misses_own_key': 'does not read its own key',
+    'tiled_whole_matrix': 'the full (64, 64) score matrix',
+    'tiled_ignores_causal': 'causal=True is ignored',
+})
