@@ -70,6 +70,8 @@ def test_copies_found_up_to_names_comments_and_strings():
     ("def f(x, y):\n    if x.dim() != 2:\n        raise ValueError('no')\n    return x + y", "def f(x, y):\n    if 2 != x.dim():\n        raise ValueError('nope')\n    return x + y"),
     ("def f(x, y):\n    if x > y:\n        x = y\n    return x * y", "def f(x, y):\n    if y < x:\n        x = y\n    return x * y"),  # comparison turned
     ("def f(x, y):\n    s = x @ y\n    w = s.softmax(-1)\n    return w @ y", "def f(x, y):\n    s = x @ y\n    w = s.softmax(-1)\n    out = w @ y\n    return out"),  # a temporary
+    ("def f(xs, m):\n    a = [p for p in xs if p in m]\n    b = len(a)\n    return a, b",
+     "def f(ys, n):\n    c = [q for q in ys if q in n]\n    d = len(c)\n    return c, d"),  # a comprehension's variable renamed
 ])
 def test_fingerprint_undoes_what_a_copier_changes_for_free(a, b):
     import ast

@@ -200,6 +200,12 @@ class _Erase(ast.NodeTransformer):
     def visit_Constant(self, node):
         if isinstance(node.value, str): node.value = ""  # messages are prose: a copier rewords them for free
         return node
+    def _comprehension(self, node):  # its loop variables first: in `[p for p in pairs]` the `p` read comes before the `p` bound
+        node.generators = [self.visit(g) for g in node.generators]
+        for field in ("elt", "key", "value"):
+            if hasattr(node, field): setattr(node, field, self.visit(getattr(node, field)))
+        return node
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
 
 def _body(fn):
     "A function's statements without its docstring."
