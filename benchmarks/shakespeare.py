@@ -22,7 +22,9 @@ Usage: python benchmarks/shakespeare.py [--part cli hf generate] [--steps 1400] 
 import argparse, contextlib, json, math, os, statistics, subprocess, sys, tempfile, time
 import torch
 from torch import nn
-from transformer_tutorial.gpt import GPT, from_gpt2, generate
+from transformer_tutorial.gpt import GPT
+from transformer_tutorial.gpt2 import from_gpt2
+from transformer_tutorial.sampling import generate
 from transformer_tutorial.shakespeare import ShakespeareTask
 from transformer_tutorial.model_files import from_pretrained
 from transformer_tutorial.training import make_optimizer, train_step

@@ -9,7 +9,7 @@ import copy
 import pytest, torch
 from elsewhere import Elsewhere, elsewhere
 from mutation import mutate
-from transformer_tutorial import decoding, training, data_parallel, gpt, shakespeare
+from transformer_tutorial import decoding, training, data_parallel, sampling, shakespeare
 from transformer_tutorial.copy_task import CopyTask, evaluate, task_model
 from transformer_tutorial.decoding import greedy_decode, beam_search
 from transformer_tutorial.training import PAD, record_attention, train, select_device
@@ -110,21 +110,24 @@ def test_data_parallel_step_on_another_device():
 
 
 def test_generation_and_the_language_model_on_another_device():
-    "The GPT's generate (with and without the cache, greedy and sampled) and the Shakespeare task's evaluation: on the model's device, the CPU's ids in and out."
-    from transformer_tutorial.gpt import GPT, generate
+    "The GPT's generate (with and without the cache, greedy and sampled; GPT-2's block and Llama's) and the Shakespeare task's evaluation: on the model's device, the CPU's ids in and out."
+    from transformer_tutorial.gpt import GPT
+    from transformer_tutorial.sampling import generate
     from transformer_tutorial.shakespeare import ShakespeareTask
     torch.manual_seed(0)
-    model, prompt = GPT(83, 40, 16, 2, 1, 32).eval(), torch.randint(0, 83, (2, 5))
-    task = ShakespeareTask(context=40)
+    models = [GPT(83, 40, 16, 2, 1, 32).eval(),
+              GPT(83, 40, 16, 2, 1, 32, positions='rope', norm='rms', activation='swiglu', num_kv_heads=1, tie_embeddings=False).eval()]
+    prompt, task = torch.randint(0, 83, (2, 5)), ShakespeareTask(context=40)
     runs = lambda m: [generate(m, prompt, 20, temperature=t, generator=1, use_cache=c) for t in (0, 0.9) for c in (True, False)]
-    expected, loss = runs(model), task.evaluate(model, n=8)['loss']
-    with elsewhere() as device:
-        moved_model = moved(model, device)
-        got, moved_loss = runs(moved_model), task.evaluate(moved_model, n=8)['loss']
-    for e, g in zip(expected, got):
-        assert type(g) is torch.Tensor and g.device == prompt.device, f"returned on device {g.device}"
-        assert torch.equal(g, e)
-    assert moved_loss == pytest.approx(loss, rel=1e-6)
+    for model in models:
+        expected, loss = runs(model), task.evaluate(model, n=8)['loss']
+        with elsewhere() as device:
+            moved_model = moved(copy.deepcopy(model), device)
+            got, moved_loss = runs(moved_model), task.evaluate(moved_model, n=8)['loss']
+        for e, g in zip(expected, got):
+            assert type(g) is torch.Tensor and g.device == prompt.device, f"returned on device {g.device}"
+            assert torch.equal(g, e)
+        assert moved_loss == pytest.approx(loss, rel=1e-6)
 
 
 # Each mutation removes one device placement from the package; the device test named beside it must then fail.
@@ -139,10 +142,11 @@ MUTATIONS = [
     (decoding.beam_search, 'length = torch.zeros(B * K, device=device)', 'length = torch.zeros(B * K)', test_decoding_on_another_device),
     (decoding.beam_search, 'torch.arange(B, device=device)[:, None]', 'torch.arange(B)[:, None]', test_decoding_on_another_device),
     (decoding.KVCache.__init__, 'like.new_zeros(', 'torch.zeros(', test_decoding_on_another_device),
-    (gpt.generate, 'ids = prompt.to(next(model.parameters()).device)', 'ids = prompt', test_generation_and_the_language_model_on_another_device),
-    (gpt.generate, 'out = ids.to(prompt.device)', 'out = ids', test_generation_and_the_language_model_on_another_device),
-    (gpt._cached_causal_attention, 'dtype=torch.bool, device=y.device)', 'dtype=torch.bool)', test_generation_and_the_language_model_on_another_device),
-    (gpt.sample_next, '[:, 0].to(logits.device)', '[:, 0]', test_generation_and_the_language_model_on_another_device),
+    (sampling.generate, 'ids = prompt.to(next(model.parameters()).device)', 'ids = prompt', test_generation_and_the_language_model_on_another_device),
+    (sampling.generate, 'out = ids.to(prompt.device)', 'out = ids', test_generation_and_the_language_model_on_another_device),
+    (sampling._cached_causal_attention, 'dtype=torch.bool, device=y.device)', 'dtype=torch.bool)', test_generation_and_the_language_model_on_another_device),
+    (sampling._cached_causal_attention, 'torch.arange(t, t + T, device=y.device)', 'torch.arange(t, t + T)', test_generation_and_the_language_model_on_another_device),
+    (sampling.sample_next, '[:, 0].to(logits.device)', '[:, 0]', test_generation_and_the_language_model_on_another_device),
     (shakespeare.ShakespeareTask.evaluate, 'model(x.to(device))', 'model(x)', test_generation_and_the_language_model_on_another_device),
     (training.record_attention, 'output[1].detach().cpu()', 'output[1].detach()', test_evaluate_and_record_attention_on_another_device),
     (training.train_step, 'b = batch.to(next(model.parameters()).device)', 'b = batch', test_training_loop_on_another_device),

@@ -80,3 +80,10 @@ def test_activation_option(activation, formula):
 def test_unknown_activation_names_the_choices():
     with pytest.raises(ValueError, match="activation must be one of relu, gelu, gelu_tanh, silu, got 'swish'"):
         PositionwiseFeedForward(8, 32, activation='swish')
+
+
+def test_without_biases():
+    ffn = PositionwiseFeedForward(8, 16, activation='gelu', bias=False)
+    assert ffn.w_1.bias is None and ffn.w_2.bias is None and sum(p.numel() for p in ffn.parameters()) == 2 * 8 * 16
+    x = torch.randn(2, 3, 8)
+    torch.testing.assert_close(ffn(x), torch.nn.functional.gelu(x @ ffn.w_1.weight.T) @ ffn.w_2.weight.T)

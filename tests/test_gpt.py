@@ -1,11 +1,12 @@
-"The GPT of chapter 17: parity with transformers' GPT-2, the sampling filters, generation with and without the cache, the Shakespeare task through the one training loop, model files, and the bad input a user gives."
+"The GPT of chapters 17, 17a and 17b: parity with transformers' GPT-2, the sampling filters, generation with and without the cache, the Shakespeare task through the one training loop, model files, the old import paths, and the bad input a user gives."
 import json, math
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 from transformer_tutorial.shakespeare import ShakespeareTask
-from transformer_tutorial.gpt import (GPT, GPTConfig, from_gpt2, generate, gpt2_config, gpt_decode_step,
-                                      gpt_flops_per_token, gpt_parameter_count, load_gpt2_state, sample_next, top_k_filter, top_p_filter)
+from transformer_tutorial.gpt import GPT, GPTConfig, gpt_flops_per_token, gpt_parameter_count
+from transformer_tutorial.sampling import generate, gpt_decode_step, sample_next, top_k_filter, top_p_filter
+from transformer_tutorial.gpt2 import from_gpt2, gpt2_config, load_gpt2_state
 from transformer_tutorial.decoding import KVCache
 from transformer_tutorial.training import record_attention
 
@@ -38,6 +39,19 @@ def test_logits_equal_transformers_gpt2(size, dtype, tol):
     idx = torch.randint(0, size[0], (3, size[1]), generator=torch.Generator().manual_seed(1))
     with torch.no_grad(): ours_logits, their_logits = ours(idx), theirs(idx).logits
     assert (ours_logits - their_logits).abs().max().item() < tol
+
+
+def test_an_untied_gpt2_gets_its_own_output_layer():
+    theirs = random_gpt2(*SIZES[0], seed=5)
+    theirs.config.tie_word_embeddings = False
+    untied = GPT2LMHeadModel(theirs.config).eval()
+    with torch.no_grad():
+        for p in untied.parameters(): p.add_(0.1 * torch.randn_like(p))
+    assert untied.lm_head.weight.data_ptr() != untied.transformer.wte.weight.data_ptr()
+    ours = from_gpt2(untied)
+    assert not ours.config.tie_embeddings and ours.head.weight is not ours.embed.weight
+    idx = torch.randint(0, SIZES[0][0], (2, 20))
+    with torch.no_grad(): assert (ours(idx) - untied(idx).logits).abs().max() < 1e-5
 
 
 def test_greedy_continuations_equal_transformers_generate_with_and_without_the_cache():
@@ -73,6 +87,8 @@ def test_from_gpt2_refuses_what_it_cannot_hold(tmp_path):
         from_gpt2({**state, 'transformer.h.0.attn.c_attn.weight': torch.zeros(48, 96)}, config=cfg)
     with pytest.raises(ValueError, match="does not say how many heads.*pass config="): from_gpt2(state)
     with pytest.raises(ValueError, match="describes a 'bert' model; from_gpt2 reads GPT-2"): gpt2_config({**cfg, 'model_type': 'bert'})
+    with pytest.raises(ValueError, match=r"GPT-2 tensor 'lm_head.weight' has shape \(50, 47\), expected \(50, 48\)"):
+        from_gpt2({**state, 'lm_head.weight': torch.zeros(50, 47)}, config={**cfg, 'tie_word_embeddings': False})
     with pytest.raises(ValueError, match="scale_attn_by_inverse_layer_idx=True"): gpt2_config({**cfg, 'scale_attn_by_inverse_layer_idx': True})
     with pytest.raises(ValueError, match="activation_function 'tanh'"): gpt2_config({**cfg, 'activation_function': 'tanh'})
     with pytest.raises(ValueError, match="lacks n_head"): gpt2_config({k: v for k, v in cfg.items() if k != 'n_head'})
@@ -96,9 +112,20 @@ def test_a_gpt_is_the_course_blocks_causal_and_counted():
         later = idx.clone(); later[:, 6:] = (idx[:, 6:] + 1) % cfg.vocab_size
         torch.testing.assert_close(model(later)[:, :6], model(idx)[:, :6])   # positions 0..5 do not read 6..11
         assert not torch.allclose(model(later)[:, 6], model(idx)[:, 6])
-    with pytest.raises(ValueError, match="positions must be one of learned, sinusoidal, got 'rope'"): GPT(10, positions='rope')
+    with pytest.raises(ValueError, match="positions must be one of learned, sinusoidal, rope, got 'alibi'"): GPT(10, positions='alibi')
     with pytest.raises(ValueError, match="17 tokens, more than the model's context of max_len=16"): GPT(10, 16, 16, 2, 1, 32)(torch.zeros(1, 17, dtype=torch.long))
     with pytest.raises(ValueError, match=r"outside the vocabulary \[0, 10\)"): GPT(10, 16, 16, 2, 1, 32)(torch.full((1, 3), 10))
+
+
+def test_the_names_that_moved_are_still_importable_from_gpt():
+    "sampling (chapter 17a) and gpt2 (chapter 17b) were part of gpt.py: its old names are the new modules' objects."
+    import transformer_tutorial, transformer_tutorial.gpt as gpt, transformer_tutorial.sampling as sampling, transformer_tutorial.gpt2 as gpt2
+    from transformer_tutorial.gpt import generate as old_generate, from_gpt2 as old_from_gpt2
+    assert old_generate is sampling.generate and old_from_gpt2 is gpt2.from_gpt2
+    for name in ('top_k_filter', 'top_p_filter', 'sample_next', 'gpt_decode_step'): assert getattr(gpt, name) is getattr(sampling, name)
+    for name in ('gpt2_config', 'load_gpt2_state'): assert getattr(gpt, name) is getattr(gpt2, name)
+    assert transformer_tutorial.generate is sampling.generate and transformer_tutorial.from_llama.__module__ == 'transformer_tutorial.llama'
+    with pytest.raises(AttributeError, match="module 'transformer_tutorial.gpt' has no attribute 'generat'"): gpt.generat
 
 
 def test_top_k_keeps_k_and_top_p_keeps_the_smallest_set_reaching_p():

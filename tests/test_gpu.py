@@ -76,7 +76,8 @@ def count_syncs(fn):
 
 
 def test_sampling_with_a_generator_on_the_gpu_does_not_wait_per_token():
-    from transformer_tutorial.gpt import GPT, generate
+    from transformer_tutorial.gpt import GPT
+    from transformer_tutorial.sampling import generate
     torch.manual_seed(0)
     model = GPT(83, 64, 32, 2, 2, 64).cuda().eval()
     prompt = torch.randint(0, 83, (2, 4))

@@ -138,3 +138,22 @@ def test_gelu_layers_match_torch_and_a_different_activation_is_refused(data, nor
     stack = Encoder(D, H, FF, 2, activation='silu')
     assert all(layer.feed_forward.activation == 'silu' for layer in stack.layers)
     assert all(layer.feed_forward.activation == 'silu' for layer in Decoder(D, H, FF, 2, activation='silu').layers)
+
+
+def test_encoder_layer_is_built_from_the_modules_it_is_given():
+    "self_attn and feed_forward are used as given, norm makes one norm per sub-layer; PyTorch's layer has only the 2017 parts."
+    from functools import partial
+    from transformer_tutorial.modern_blocks import RMSNorm, SwiGLUFeedForward
+    from transformer_tutorial.multi_head import MultiHeadAttention
+    attn, ff = MultiHeadAttention(D, H, num_kv_heads=2), SwiGLUFeedForward(D, 24)
+    layer = EncoderLayer(D, H, FF, self_attn=attn, feed_forward=ff, norm=partial(RMSNorm, eps=1e-3)).eval()
+    assert layer.self_attn is attn and layer.feed_forward is ff
+    n0, n1 = (s.norm for s in layer.sublayers)
+    assert type(n0) is RMSNorm and n0 is not n1 and n0.eps == 1e-3
+    with torch.no_grad():
+        for p in layer.parameters(): p.add_(0.1 * torch.randn_like(p))
+    x = torch.randn(2, 5, D)
+    h = x + attn(n0(x), n0(x), n0(x), causal_mask(5), need_weights=False)[0]
+    torch.testing.assert_close(layer(x, causal_mask(5)), h + ff(n1(h)))
+    with pytest.raises(ValueError, match="built with other parts than the 2017 ones"):
+        copy_encoder_layer_to_torch(layer, nn.TransformerEncoderLayer(D, H, FF, batch_first=True))

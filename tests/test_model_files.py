@@ -350,6 +350,37 @@ def test_the_activation_travels_through_the_files_and_old_configs_mean_relu(tmp_
     assert from_pretrained(tmp_path / "gelu").decoder.layers[0].feed_forward.activation == 'relu'
 
 
+def test_the_gpt_blocks_travel_through_the_files_and_old_gpt_configs_mean_gpt2(tmp_path):
+    "A Llama-block GPT (grouped-query, untied) comes back as itself; a GPT config.json written before the block options loads as GPT-2's block."
+    from transformer_tutorial.gpt import GPT
+    torch.manual_seed(0)
+    llama = GPT(20, 16, 32, 4, 1, 48, positions='rope', activation='swiglu', norm='rms', num_kv_heads=2, rope_base=500.0,
+                qkv_bias=False, out_bias=False, ff_bias=False, tie_embeddings=False).eval()
+    save_pretrained(llama, tmp_path / "llama")
+    back = from_pretrained(tmp_path / "llama")
+    x = torch.randint(0, 20, (2, 16))
+    assert back.config == llama.config and back.head.weight is not back.embed.weight
+    with torch.no_grad(): assert torch.equal(back(x), llama(x))
+    gpt2 = GPT(20, 16, 32, 4, 1, 48).eval()
+    save_pretrained(gpt2, tmp_path / "gpt2")
+    cfg = read_config(tmp_path / "gpt2")
+    assert cfg["num_kv_heads"] is None and cfg["norm"] == "layer"
+    for key in ("norm", "num_kv_heads", "rope_base", "qkv_bias", "out_bias", "ff_bias", "tie_embeddings"): del cfg[key]
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps(cfg))
+    old = from_pretrained(tmp_path / "gpt2")
+    assert old.config == gpt2.config and old.head.weight is old.embed.weight
+    with torch.no_grad(): assert torch.equal(old(x), gpt2(x))
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps({**cfg, "num_kv_heads": "2"}))
+    with pytest.raises(ModelFileError, match=r"num_kv_heads is '2', expected int or NoneType"):
+        from_pretrained(tmp_path / "gpt2")
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps({**cfg, "num_kv_heads": 3}))
+    with pytest.raises(ModelFileError, match=r"describes no valid GPT: num_kv_heads \(3\) must divide num_heads \(4\)"):
+        from_pretrained(tmp_path / "gpt2")
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(ModelFileError, match=r"describes a 'llama' model.*transformer_tutorial.llama.from_llama"):
+        from_pretrained(tmp_path / "gpt2")
+
+
 def test_a_path_that_looks_local_is_never_sent_to_the_hub(tmp_path, monkeypatch):
     "runs/nope (runs/ exists here), ./x, /x, a/b/c and a\\b fail at once with the path named; owner/name alone may go to the Hub."
     from transformer_tutorial import model_files

@@ -91,3 +91,39 @@ def test_swiglu_dropout_acts_only_in_training():
 def test_swiglu_rejects_a_wrong_width():
     with pytest.raises(ValueError, match=r"d_model=8, got shape \(1, 2, 9\)"):
         SwiGLUFeedForward(8, 16)(torch.randn(1, 2, 9))
+
+
+@pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
+def test_rmsnorm_squares_half_precision_in_float32(dtype):
+    "An entry of 300 squares past float16's largest number (65504): the naive formula gives a row of zeros, RMSNorm the float32 answer."
+    norm = RMSNorm(8, eps=1e-5)
+    with torch.no_grad(): norm.weight.copy_(torch.linspace(0.5, 2.0, 8))
+    x = torch.tensor([[300.0, -1.0, 2.0, 0.5, 300.0, 3.0, -2.0, 1.0], [1e4, 1e4, 1e4, 1e4, 1e4, 1e4, 1e4, 1e4]])
+    out = norm.to(dtype)(x.to(dtype))
+    reference = (x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5)).to(dtype) * norm.weight.to(dtype)
+    assert out.dtype == dtype and torch.isfinite(out).all()
+    torch.testing.assert_close(out, reference, rtol=0, atol=0)       # Llama's: float32 inside, cast back, then the gain
+    torch.testing.assert_close(out[1].float(), norm.weight.float(), atol=1e-2, rtol=0)   # a constant row normalizes to the gain
+    if dtype == torch.float16:
+        h = x.to(dtype)
+        assert (h * torch.rsqrt((h * h).mean(-1, keepdim=True) + 1e-5) == 0).all()   # squared in float16: inf, then 0
+
+
+def test_rmsnorm_equals_transformers_llama_norm_in_every_dtype():
+    transformers = pytest.importorskip('transformers')
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+    theirs, ours = LlamaRMSNorm(16, eps=1e-5), RMSNorm(16, eps=1e-5)
+    with torch.no_grad(): theirs.weight.copy_(torch.randn(16)); ours.weight.copy_(theirs.weight)
+    x = torch.randn(3, 16) * 200
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        assert torch.equal(ours.to(dtype)(x.to(dtype)), theirs.to(dtype)(x.to(dtype))), dtype
+
+
+def test_swiglu_takes_biases_when_asked():
+    ffn = SwiGLUFeedForward(6, 10, bias=True).double()
+    assert all(m.bias is not None for m in (ffn.w_gate, ffn.w_up, ffn.w_down))
+    with torch.no_grad():
+        for m in (ffn.w_gate, ffn.w_up, ffn.w_down): m.bias.normal_()
+    x = torch.randn(2, 3, 6, dtype=torch.float64)
+    gate, up, down = ffn.w_gate, ffn.w_up, ffn.w_down
+    torch.testing.assert_close(ffn(x), (F.silu(x @ gate.weight.T + gate.bias) * (x @ up.weight.T + up.bias)) @ down.weight.T + down.bias)

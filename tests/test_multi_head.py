@@ -1,7 +1,7 @@
 import pytest
 import torch
 from torch import nn
-from transformer_tutorial.multi_head import (split_heads, merge_heads, MultiHeadAttention, copy_mha_to_torch,
+from transformer_tutorial.multi_head import (split_heads, merge_heads, repeat_kv, MultiHeadAttention, copy_mha_to_torch,
                                              to_torch_attn_mask)
 from transformer_tutorial.masks import padding_mask, causal_mask
 
@@ -155,3 +155,37 @@ def test_dropout_on_both_paths_drops_weights_and_keeps_the_mean(need_weights):
     torch.manual_seed(1); a, _ = mha(x[:8], x[:8], x[:8], need_weights=True)
     torch.manual_seed(1); b, _ = mha(x[:8], x[:8], x[:8], need_weights=False)
     assert not torch.allclose(a, b)                                        # the two paths draw different masks from one seed
+
+
+@pytest.mark.parametrize('num_kv_heads', [1, 2, 4])
+@pytest.mark.parametrize('need_weights', [True, False])
+def test_grouped_query_attention_is_multi_head_attention_with_repeated_key_and_value_heads(num_kv_heads, need_weights):
+    "num_kv_heads key/value heads, each read by a group of query heads: equal to an ordinary layer whose w_k, w_v rows repeat per group."
+    torch.manual_seed(0)
+    d, H = 32, 8
+    gqa = MultiHeadAttention(d, H, num_kv_heads=num_kv_heads, out_bias=False).eval()
+    mha = MultiHeadAttention(d, H, out_bias=False).eval()
+    assert gqa.w_k.weight.shape == (num_kv_heads * 4, d) and gqa.w_o.bias is None and gqa.w_q.bias is not None
+    group = H // num_kv_heads
+    with torch.no_grad():
+        mha.w_q.load_state_dict(gqa.w_q.state_dict()); mha.w_o.load_state_dict(gqa.w_o.state_dict())
+        for name in ('w_k', 'w_v'):
+            ours, theirs = getattr(gqa, name), getattr(mha, name)
+            theirs.weight.copy_(ours.weight.view(num_kv_heads, 4, d).repeat_interleave(group, 0).reshape(d, d))
+            theirs.bias.copy_(ours.bias.view(num_kv_heads, 4).repeat_interleave(group, 0).reshape(d))
+    x, mem = torch.randn(2, 6, d), torch.randn(2, 9, d)
+    for q, kv, mask in ((x, x, causal_mask(6)), (x, mem, None)):
+        torch.testing.assert_close(gqa(q, kv, kv, mask, need_weights)[0], mha(q, kv, kv, mask, need_weights)[0], **TOL)
+    k = torch.randn(2, num_kv_heads, 5, 4)
+    for h in range(H): assert torch.equal(repeat_kv(k, H)[:, h], k[:, h // group])          # query head h reads group h // (H / H_kv)
+
+
+def test_grouped_query_attention_errors():
+    with pytest.raises(ValueError, match=r"num_kv_heads \(3\) must divide num_heads \(8\)"):
+        MultiHeadAttention(32, 8, num_kv_heads=3)
+    with pytest.raises(ValueError, match="num_kv_heads must be a positive integer, got 0"):
+        MultiHeadAttention(32, 8, num_kv_heads=0)
+    with pytest.raises(ValueError, match="nn.MultiheadAttention has one key/value head per query head"):
+        copy_mha_to_torch(MultiHeadAttention(32, 8, num_kv_heads=2), nn.MultiheadAttention(32, 8, batch_first=True))
+    with pytest.raises(ValueError, match=r"bias mismatch: mha has bias=True \(out_bias=False\)"):
+        copy_mha_to_torch(MultiHeadAttention(32, 8, out_bias=False), nn.MultiheadAttention(32, 8, batch_first=True))

@@ -17,7 +17,7 @@ import run_notebooks  # noqa: E402
 
 NBS = sorted(p for p in (ROOT / "nbs").rglob("*.ipynb") if not any(s.startswith((".", "_")) for s in p.relative_to(ROOT / "nbs").parts))
 FIRST = ROOT / "nbs" / "index.ipynb"  # run first and alone: its install cell installs into the fresh environment
-VERSION_DEPENDENT = ["01_attention", "03_multi_head_attention", "03a_complexity", "09a_modern_blocks", "10_training", "11_copy_task", "11a_model_files", "12_cli", "12a_data_parallel", "19_flash_attention", "19a_flash_triton", "20_fast"]
+VERSION_DEPENDENT = ["01_attention", "03_multi_head_attention", "03a_complexity", "09a_modern_blocks", "10_training", "11_copy_task", "11a_model_files", "12_cli", "12a_data_parallel", "17c_llama", "19_flash_attention", "19a_flash_triton", "20_fast"]
 
 
 def kernels():

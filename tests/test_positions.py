@@ -9,8 +9,8 @@ from transformer_tutorial.masks import causal_mask
 from transformer_tutorial.multi_head import MultiHeadAttention
 from transformer_tutorial.training import PAD, START, END
 from transformer_tutorial.positions import (SCHEMES, LearnedPositionalEmbedding, relative_positions, ShawRelativePositions,
-                                            relative_attention, rope_frequencies, apply_rope, alibi_slopes, alibi_bias,
-                                            PositionalSelfAttention, PositionLM, copy_sequences, position_model,
+                                            relative_attention, rope_frequencies, apply_rope, rope_permutation, alibi_slopes,
+                                            alibi_bias, PositionalSelfAttention, PositionLM, copy_sequences, position_model,
                                             train_position_model, length_accuracy)
 
 F64 = torch.float64
@@ -166,10 +166,93 @@ def test_rope_scores_depend_only_on_the_offset():
 def test_rope_rejects_odd_widths_and_bad_positions():
     with pytest.raises(ValueError, match="d_head must be even, got 5"):
         apply_rope(torch.randn(2, 4, 5))
-    with pytest.raises(ValueError, match=r"positions must be shaped \(L,\) = \(4,\), got \(3,\)"):
+    with pytest.raises(ValueError, match=r"positions must be shaped \(L,\) = \(4,\) or \(B, L\) = \(2, 4\) for x shaped \(2, 4, 6\), got \(3,\)"):
         apply_rope(torch.randn(2, 4, 6), torch.arange(3))
+    with pytest.raises(ValueError, match=r"or \(B, L\) = \(2, 4\) for x shaped \(2, 3, 4, 6\), got \(3, 4\)"):
+        apply_rope(torch.randn(2, 3, 4, 6), torch.zeros(3, 4))
     with pytest.raises(ValueError, match="d_head must be even, got 5"):
         PositionalSelfAttention(10, 2, 'rope')
+    with pytest.raises(ValueError, match="the RoPE base must be a positive number, got -1.0"):
+        PositionalSelfAttention(16, 2, 'rope', base=-1.0)
+
+
+def test_rope_takes_an_offset_and_one_row_of_positions_per_sequence():
+    "Positions (L,) shift every sequence; (B, L) rotate each sequence by its own, equal to rotating it alone."
+    x = randn(3, 2, 7, 8)
+    shifted = apply_rope(x, torch.arange(7) + 40, base=500.0)
+    angle = (torch.arange(7, dtype=F64) + 40)[:, None] * rope_frequencies(8, 500.0)
+    z = torch.view_as_complex(x.reshape(3, 2, 7, 4, 2)) * torch.polar(torch.ones_like(angle), angle)
+    torch.testing.assert_close(shifted, torch.view_as_real(z).flatten(-2))
+    per_row = torch.stack([torch.arange(7), torch.arange(7) + 5, torch.arange(7) * 3])     # (B, L)
+    out = apply_rope(x, per_row, base=500.0)
+    for b in range(3): torch.testing.assert_close(out[b], apply_rope(x[b], per_row[b], base=500.0), rtol=0, atol=0)
+    assert not torch.allclose(apply_rope(x, base=500.0), apply_rope(x))                    # the base matters
+
+
+def test_the_two_rope_layouts_are_one_rotation_through_the_permutation():
+    "Adjacent pairs on features reordered by rope_permutation = halves (rotate_half, written here as transformers writes it), reordered."
+    q = randn(2, 3, 10, 8)
+    angle = torch.arange(10, dtype=F64)[:, None] * rope_frequencies(8, 300.0)
+    cos, sin = torch.cat([angle, angle], -1).cos(), torch.cat([angle, angle], -1).sin()
+    half = q * cos + torch.cat([-q[..., 4:], q[..., :4]], -1) * sin
+    perm = rope_permutation(8)
+    assert perm.tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+    torch.testing.assert_close(apply_rope(q[..., perm], base=300.0), half[..., perm])
+    assert not torch.allclose(apply_rope(q, base=300.0), half)
+    with pytest.raises(ValueError, match="d_head must be even, got 7"): rope_permutation(7)
+
+
+def test_the_rope_layouts_against_transformers_apply_rotary_pos_emb():
+    transformers = pytest.importorskip('transformers')
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+    rotary = LlamaRotaryEmbedding(LlamaConfig(hidden_size=96, num_attention_heads=6, rope_theta=2500.0))
+    q, k = torch.randn(2, 6, 11, 16), torch.randn(2, 3, 11, 16)          # grouped: fewer key heads
+    position_ids = torch.stack([torch.arange(11), torch.arange(11) + 17])
+    q_hf, k_hf = apply_rotary_pos_emb(q, k, *rotary(q, position_ids))
+    perm = rope_permutation(16)
+    torch.testing.assert_close(apply_rope(q[..., perm], position_ids, 2500.0), q_hf[..., perm])
+    torch.testing.assert_close(apply_rope(k[..., perm], position_ids, 2500.0), k_hf[..., perm])
+    assert not torch.allclose(apply_rope(q, position_ids, 2500.0), q_hf, atol=1e-3)
+
+
+def test_positional_self_attention_honours_bias_base_positions_and_kv_heads():
+    torch.manual_seed(0)
+    attn = PositionalSelfAttention(16, 4, 'rope', bias=False, base=100.0, num_kv_heads=2, out_bias=False).eval()
+    assert all(getattr(attn, n).bias is None for n in ('w_q', 'w_k', 'w_v', 'w_o'))
+    assert attn.w_k.weight.shape == (8, 16) and attn.base == 100.0
+    qkv_only = PositionalSelfAttention(16, 4, 'rope', bias=True, out_bias=False)
+    assert qkv_only.w_q.bias is not None and qkv_only.w_o.bias is None
+    x, mask = torch.randn(2, 6, 16), causal_mask(6)
+    out = attn(x, x, x, mask)[0]
+    # the formula: rotated heads with base 100, each key/value head read by two query heads
+    q = apply_rope(attn.w_q(x).view(2, 6, 4, 4).transpose(1, 2), base=100.0)
+    k = apply_rope(attn.w_k(x).view(2, 6, 2, 4).transpose(1, 2), base=100.0).repeat_interleave(2, 1)
+    v = attn.w_v(x).view(2, 6, 2, 4).transpose(1, 2).repeat_interleave(2, 1)
+    ref = attn.w_o(scaled_dot_product_attention(q, k, v, mask)[0].transpose(1, 2).reshape(2, 6, 16))
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(attn(x, x, x, mask, need_weights=False)[0], out, atol=1e-6, rtol=1e-5)   # the fused path
+    for positions in (torch.arange(6) + 9, torch.stack([torch.arange(6) + 3, torch.arange(6) + 50])):   # relative: same output
+        torch.testing.assert_close(attn(x, x, x, mask, positions=positions)[0], out, atol=1e-5, rtol=1e-5)
+    other = PositionalSelfAttention(16, 4, 'rope', bias=False, num_kv_heads=2, out_bias=False).eval()   # base 10000
+    other.load_state_dict(attn.state_dict())
+    assert not torch.allclose(other(x, x, x, mask)[0], out, atol=1e-4)                                 # the base is used
+    with pytest.raises(ValueError, match="positions= is for scheme='rope'; scheme 'alibi' reads positions 0..L-1"):
+        PositionalSelfAttention(16, 4, 'alibi')(x, x, x, positions=torch.arange(6))
+    with pytest.raises(ValueError, match=r"num_kv_heads \(3\) must divide num_heads \(4\)"):
+        PositionalSelfAttention(16, 4, 'rope', num_kv_heads=3)
+
+
+@pytest.mark.parametrize('scheme', ['shaw', 'alibi'])
+def test_grouped_keys_and_values_with_shaw_and_alibi(scheme):
+    "With fewer key/value heads the relative schemes equal their multi-head layer whose key and value heads are repeated."
+    torch.manual_seed(0)
+    grouped = PositionalSelfAttention(16, 4, scheme, num_kv_heads=1).eval()
+    full = PositionalSelfAttention(16, 4, scheme).eval()
+    full.load_state_dict({**grouped.state_dict(), **{f'{n}.{p}': getattr(getattr(grouped, n), p).repeat(4, *([1] * (p == 'weight')))
+                                                     for n in ('w_k', 'w_v') for p in ('weight', 'bias')}})
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(grouped(x, x, x, causal_mask(5))[0], full(x, x, x, causal_mask(5))[0])
 
 
 # ---- ALiBi

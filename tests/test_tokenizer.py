@@ -168,7 +168,7 @@ def test_the_command_line_trains_and_generates_on_subwords(tmp_path, capsys):
 def test_gpt2_s_ids_from_the_course_s_tokenizer_give_transformers_logits():
     "The course's GPT built from a random GPT2LMHeadModel, fed the course's GPT-2 ids of a sentence: the logits transformers gives for the same ids."
     transformers = pytest.importorskip('transformers')
-    from transformer_tutorial.gpt import from_gpt2
+    from transformer_tutorial.gpt2 import from_gpt2
     torch.manual_seed(0)
     theirs = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_positions=64, n_embd=16, n_head=2, n_layer=1)).eval()
     ours = from_gpt2(theirs)

@@ -24,7 +24,10 @@ _WHERE = {  # name -> the module (and chapter) that defines it
     **dict.fromkeys(['save_pretrained', 'from_pretrained', 'save_checkpoint', 'load_checkpoint', 'ModelFileError'], 'model_files'),
     **dict.fromkeys(['DataParallel', 'train_data_parallel'], 'data_parallel'),
     **dict.fromkeys(['load_shakespeare', 'CharVocab', 'KneserNey', 'ShakespeareTask'], 'shakespeare'),
-    **dict.fromkeys(['GPT', 'GPTConfig', 'generate', 'from_gpt2'], 'gpt'),
+    **dict.fromkeys(['GPT', 'GPTConfig'], 'gpt'),
+    'generate': 'sampling',
+    'from_gpt2': 'gpt2',
+    **dict.fromkeys(['from_llama', 'to_llama', 'from_qwen2', 'to_qwen2'], 'llama'),
     **dict.fromkeys(['from_marian', 'to_marian'], 'marian'),
     'flash_attention': 'flash',
 }

@@ -262,7 +262,7 @@ def _convert_marian(args):
 
 def _generate(args):
     "The `generate` subcommand: the prompt and its continuation, printed."
-    from transformer_tutorial.gpt import generate
+    from transformer_tutorial.sampling import generate
     model, task = _load(args.checkpoint, False)
     task = task_from_config(task)
     if hasattr(model, 'decoder'):

@@ -29,18 +29,19 @@ def _check_generation(model, src, max_len):
 
 # %% ../nbs/11b_decoding.ipynb #b2d73424
 class KVCache:
-    "A decoder's keys and values while generating: self-attention's (N, B, H, max_len, d_head), filled one position per step, and cross-attention's, computed once from the memory (none for a decoder-only model: `memory=None` and `batch_size` rows)."
+    "A decoder's keys and values while generating: self-attention's (N, B, H_kv, max_len, d_head), filled one position per step, and cross-attention's, computed once from the memory (none for a decoder-only model: `memory=None` and `batch_size` rows)."
     def __init__(self, model: torch.nn.Module, memory: Optional[torch.Tensor], max_len: int, batch_size: Optional[int] = None):
         if any(m in _RECORDING for m in model.modules()):
             raise ValueError("decoding with the key/value cache inside record_attention: the cache computes each new position outside "
                              "the attention modules' forward pass, so the decoder's maps would be missing; use "
                              "use_cache=False there (an argument of greedy_decode and generate; beam search always uses the cache)")
         H, d_head = model.config.num_heads, model.config.d_model // model.config.num_heads
+        H_kv = getattr(model.config, 'num_kv_heads', None) or H            # fewer with grouped-query attention (chapter 17c)
         layers = model.layers if memory is None else model.decoder.layers  # a GPT's blocks, or the encoder-decoder's decoder
         B, like = (batch_size, next(model.parameters())) if memory is None else (memory.size(0), memory)
         self.cross = [(split_heads(l.cross_attn.w_k(memory), H), split_heads(l.cross_attn.w_v(memory), H))  # (B, H, Ls, d_head)
                       for l in layers] if memory is not None else []
-        self.keys = like.new_zeros(len(layers), B, H, max_len, d_head)    # (N, B, H, max_len, d_head)
+        self.keys = like.new_zeros(len(layers), B, H_kv, max_len, d_head)  # (N, B, H_kv, max_len, d_head)
         self.values = torch.zeros_like(self.keys)
         self.length = 0                                                   # positions filled so far
 

@@ -30,10 +30,10 @@ class LayerNorm(nn.Module):
 
 # %% ../nbs/05_layer_norm.ipynb #d9d18922
 class SublayerConnection(nn.Module):
-    "A residual around `sublayer`: pre-LN x + drop(f(norm(x))) or post-LN norm(x + drop(f(x)))."
-    def __init__(self, d_model: int, dropout: float = 0.0, norm_first: bool = True):
+    "A residual around `sublayer`: pre-LN x + drop(f(norm(x))) or post-LN norm(x + drop(f(x))); `norm` makes the norm from d_model (a LayerNorm unless given)."
+    def __init__(self, d_model: int, dropout: float = 0.0, norm_first: bool = True, norm: Callable[[int], nn.Module] = LayerNorm):
         super().__init__()
-        self.norm, self.dropout, self.norm_first = LayerNorm(d_model), nn.Dropout(dropout), norm_first
+        self.norm, self.dropout, self.norm_first = norm(d_model), nn.Dropout(dropout), norm_first
 
     def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         if self.norm_first: return x + self.dropout(sublayer(self.norm(x)))  # pre-LN: residual path not normalized

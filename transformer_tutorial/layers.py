@@ -6,7 +6,7 @@
 __all__ = ['EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder', 'copy_encoder_layer_to_torch', 'copy_decoder_layer_to_torch']
 
 # %% ../nbs/08_encoder_decoder.ipynb #e7b042e6
-from typing import Optional
+from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -16,13 +16,14 @@ from .layer_norm import LayerNorm, SublayerConnection
 
 # %% ../nbs/08_encoder_decoder.ipynb #8838a0f2
 class EncoderLayer(nn.Module):
-    "Self-attention then feed-forward, each inside a residual; pre-LN when `norm_first`, else post-LN."
+    "Self-attention then feed-forward, each inside a residual; pre-LN when `norm_first`, else post-LN. `self_attn`, `feed_forward` and `norm` replace the 2017 parts."
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True,
-                 activation: str = 'relu'):
+                 activation: str = 'relu', self_attn: Optional[nn.Module] = None, feed_forward: Optional[nn.Module] = None,
+                 norm: Callable[[int], nn.Module] = LayerNorm):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
-        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(2))
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout) if self_attn is None else self_attn
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, activation) if feed_forward is None else feed_forward
+        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm) for _ in range(2))
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -89,6 +90,10 @@ def _copy_layer_norm(src, dst):
 
 def _check_same_layout(layer, torch_layer):
     "Refuse to copy between layers that would compute different functions."
+    parts = [layer.self_attn, getattr(layer, 'cross_attn', layer.self_attn), layer.feed_forward, *(s.norm for s in layer.sublayers)]
+    if any(type(p) not in (MultiHeadAttention, PositionwiseFeedForward, LayerNorm) for p in parts):
+        raise ValueError("the layer was built with other parts than the 2017 ones (attention, feed-forward, LayerNorm); "
+                         "PyTorch's layer has only those")
     if layer.norm_first != torch_layer.norm_first:
         raise ValueError(f"norm_first differs: ours {layer.norm_first}, torch's {torch_layer.norm_first}")
     if torch_layer.linear1.weight.shape != layer.feed_forward.w_1.weight.shape:

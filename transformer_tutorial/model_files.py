@@ -9,7 +9,7 @@ __all__ = ['CONFIG_NAME', 'WEIGHTS_NAME', 'STATE_NAME', 'MODEL_TYPE', 'ARCHITECT
            'load_checkpoint', 'load_legacy_checkpoint']
 
 # %% ../nbs/11a_model_files.ipynb #d60f19ef
-from typing import Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 import json, math, os, pathlib, warnings
 from importlib import import_module
 from dataclasses import fields
@@ -136,13 +136,23 @@ def load_weights(model: Transformer, path: Union[str, os.PathLike]) -> Transform
     return model
 
 # %% ../nbs/11a_model_files.ipynb #012d64ed
-_LATER_FIELDS = {'activation': 'relu'}  # Transformer fields added after files were first written: absent means the value files had then
+_LATER_FIELDS = {MODEL_TYPE: ('activation',),  # config fields added after files were first written: absent means the field's default, what those files had
+                 'transformer_tutorial_gpt': ('norm', 'num_kv_heads', 'rope_base', 'qkv_bias', 'out_bias', 'ff_bias', 'tie_embeddings')}
+_FOREIGN = {'gpt2': 'gpt2.from_gpt2', 'llama': 'llama.from_llama', 'qwen2': 'llama.from_qwen2', 'marian': 'marian.from_marian'}  # other libraries' folders
 
 def _architecture(model_type):
-    "The model class and its config's {field: type} for `model_type` (see `ARCHITECTURES`)."
+    "The model class and its config's fields {name: dataclass field} for `model_type` (see `ARCHITECTURES`)."
     module, model, config = ARCHITECTURES[model_type]
     module = import_module(f'transformer_tutorial.{module}')
-    return getattr(module, model), {f.name: f.type for f in fields(getattr(module, config))}
+    return getattr(module, model), {f.name: f for f in fields(getattr(module, config))}
+
+def _has_type(value: Any, t) -> bool:
+    "Whether a JSON value fits a config field's type: bool is not a number, an int is a float, Optional[X] also takes None."
+    if getattr(t, '__origin__', None) is Union: return any(_has_type(value, a) for a in t.__args__)
+    if t is type(None): return value is None
+    if t is bool: return isinstance(value, bool)
+    if t is float: return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, str) if t is str else type(value) is int
 
 def read_config(folder: Union[str, os.PathLike]) -> dict:
     "The checked config.json of a model `folder` (or of the folder of its model.safetensors): its 'model_type', every field of that model's config (a `TransformerConfig` or a `GPTConfig`), typed, and an optional 'task'."
@@ -155,23 +165,23 @@ def read_config(folder: Union[str, os.PathLike]) -> dict:
     if not isinstance(cfg, dict): raise ModelFileError(f"{path} holds a JSON {type(cfg).__name__}, expected an object of settings")
     model_type = cfg.get('model_type', MODEL_TYPE)
     if model_type not in ARCHITECTURES:
-        raise ModelFileError(f"{path} describes a {model_type!r} model; this package reads model_type {' or '.join(map(repr, ARCHITECTURES))}")
-    _, field_types = _architecture(model_type)
-    later = _LATER_FIELDS if model_type == MODEL_TYPE else {}
+        hint = f" (transformers' {model_type} folders: transformer_tutorial.{_FOREIGN[model_type]})" if model_type in _FOREIGN else ''
+        raise ModelFileError(f"{path} describes a {model_type!r} model; this package reads model_type {' or '.join(map(repr, ARCHITECTURES))}{hint}")
+    _, fs = _architecture(model_type)
+    later = {k: fs[k].default for k in _LATER_FIELDS.get(model_type, ())}
     arch = {**later, **{k: v for k, v in cfg.items() if k not in ('model_type', 'task')}}
-    missing, unknown = [k for k in field_types if k not in arch], [k for k in arch if k not in field_types]
-    if missing: raise ModelFileError(f"{path} lacks field(s) {missing}; it needs all of {list(field_types)}")
-    if unknown: raise ModelFileError(f"{path} has unknown field(s) {unknown}; the fields are {list(field_types)}")
-    for k, t in field_types.items():
-        ok = isinstance(arch[k], bool) if t is bool else isinstance(arch[k], (int, float)) and not isinstance(arch[k], bool) if t is float \
-             else isinstance(arch[k], str) if t is str else type(arch[k]) is int
-        if not ok: raise ModelFileError(f"{path}: {k} is {arch[k]!r}, expected {t.__name__}")
+    missing, unknown = [k for k in fs if k not in arch], [k for k in arch if k not in fs]
+    if missing: raise ModelFileError(f"{path} lacks field(s) {missing}; it needs all of {list(fs)}")
+    if unknown: raise ModelFileError(f"{path} has unknown field(s) {unknown}; the fields are {list(fs)}")
+    for k, f in fs.items():
+        if not _has_type(arch[k], f.type):
+            raise ModelFileError(f"{path}: {k} is {arch[k]!r}, expected {' or '.join(getattr(a, '__name__', str(a)) for a in getattr(f.type, '__args__', [f.type]))}")
     return {**cfg, **arch, 'model_type': model_type}
 
 def _build(cfg, folder):
     "A fresh model (a `Transformer`, or the model its 'model_type' names) from a checked config, or a `ModelFileError` naming what is invalid."
-    kind, field_types = _architecture(cfg['model_type'])
-    try: return kind(**{k: cfg[k] for k in field_types})
+    kind, fs = _architecture(cfg['model_type'])
+    try: return kind(**{k: cfg[k] for k in fs})
     except ValueError as e: raise ModelFileError(f"{pathlib.Path(folder) / CONFIG_NAME} describes no valid {kind.__name__}: {e}") from None
 
 # %% ../nbs/11a_model_files.ipynb #24390ddc
@@ -203,6 +213,21 @@ def _hub_folder(repo_id):
         raise FileNotFoundError(f"no model folder or file at {repo_id} (to fetch it from the Hugging Face Hub: pip install huggingface_hub)") from None
     try: return snapshot_download(repo_id, allow_patterns=[CONFIG_NAME, WEIGHTS_NAME])
     except Exception as e: raise FileNotFoundError(f"no model folder or file at {repo_id}, and no Hub repo of that name could be fetched ({type(e).__name__})") from None
+
+def _foreign_source(source, config, family: str) -> Tuple[dict, Dict[str, torch.Tensor]]:
+    "(config dict, state dict) of another library's model: a `transformers` model, a state dict with its `config`, or a folder or Hub id holding config.json and model.safetensors (checked, nothing unpickled); `family` names the format in errors."
+    if isinstance(source, torch.nn.Module): return source.config.to_dict(), source.state_dict()
+    if isinstance(source, dict):
+        if config is None: raise ValueError(f"a state dict does not say how many heads the model has: pass config= ({family}'s config.json as a dict, or its config object)")
+        return (config if isinstance(config, dict) else config.to_dict()), source
+    folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(_hub_folder(str(source)))
+    if not (folder / CONFIG_NAME).is_file(): raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a {family} folder holds {CONFIG_NAME} and {WEIGHTS_NAME}")
+    if not (folder / WEIGHTS_NAME).is_file():
+        raise FileNotFoundError(f"{folder} has no {WEIGHTS_NAME}: pickle-based weights are never read here, nor weights split over several files; "
+                                f"load the model with transformers and pass it instead")
+    hf = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8'))
+    read_header(folder / WEIGHTS_NAME)                     # checked (and a pickle refused) before a byte of tensor data is read
+    return hf, _read_tensors(folder / WEIGHTS_NAME)
 
 def from_pretrained(path: Union[str, os.PathLike], device: Union[str, torch.device] = 'cpu') -> torch.nn.Module:
     "The model (a `Transformer`, or the class its config.json's model_type names) in eval mode, rebuilt from a model folder, its model.safetensors, or a Hub repo id; nothing is unpickled."

@@ -14,7 +14,7 @@ from .validation import _check_positive_int, _check_width
 
 # %% ../nbs/09a_modern_blocks.ipynb #6753489f
 class RMSNorm(nn.Module):
-    "Divide the last dimension by its root mean square (eps inside the root), then scale by a learned gain."
+    "Divide the last dimension by its root mean square (eps inside the root, computed in at least float32), then scale by a learned gain."
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
         _check_positive_int('d_model', d_model)
@@ -23,8 +23,9 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_width('RMSNorm', x, self.d_model)
-        ms = (x * x).mean(-1, keepdim=True)        # (..., 1): mean square
-        return x * torch.rsqrt(ms + self.eps) * self.weight  # (..., d_model)
+        wide = x.to(torch.promote_types(x.dtype, torch.float32))  # float16 and bfloat16 squared in float32 (below)
+        ms = (wide * wide).mean(-1, keepdim=True)                 # (..., 1): mean square
+        return (wide * torch.rsqrt(ms + self.eps)).to(x.dtype) * self.weight  # (..., d_model), back in x's dtype
 
 # %% ../nbs/09a_modern_blocks.ipynb #31cf9b5d
 def gelu(x: torch.Tensor, approximate: str = 'none') -> torch.Tensor:
@@ -39,14 +40,14 @@ def silu(x: torch.Tensor) -> torch.Tensor:
 
 # %% ../nbs/09a_modern_blocks.ipynb #3e5660cf
 class SwiGLUFeedForward(nn.Module):
-    "(SiLU(x W_gate) ⊙ x W_up) W_down, without biases (Shazeer 2020); dropout on the gated hidden layer."
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+    "(SiLU(x W_gate) ⊙ x W_up) W_down, without biases unless `bias` (Shazeer 2020); dropout on the gated hidden layer."
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False):
         super().__init__()
         _check_positive_int('d_model', d_model); _check_positive_int('d_ff', d_ff)
         self.d_model = d_model
-        self.w_gate = nn.Linear(d_model, d_ff, bias=False)  # W
-        self.w_up = nn.Linear(d_model, d_ff, bias=False)    # V
-        self.w_down = nn.Linear(d_ff, d_model, bias=False)  # W_2
+        self.w_gate = nn.Linear(d_model, d_ff, bias=bias)  # W
+        self.w_up = nn.Linear(d_model, d_ff, bias=bias)    # V
+        self.w_down = nn.Linear(d_ff, d_model, bias=bias)  # W_2
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['SCHEMES', 'LearnedPositionalEmbedding', 'relative_positions', 'ShawRelativePositions', 'relative_attention',
-           'rope_frequencies', 'apply_rope', 'alibi_slopes', 'alibi_bias', 'PositionalSelfAttention', 'PositionLM',
-           'position_model', 'copy_sequences', 'train_position_model', 'length_accuracy']
+           'rope_frequencies', 'apply_rope', 'rope_permutation', 'alibi_slopes', 'alibi_bias',
+           'PositionalSelfAttention', 'PositionLM', 'position_model', 'copy_sequences', 'train_position_model',
+           'length_accuracy']
 
 # %% ../nbs/09b_positions.ipynb #7efd2ed4
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -13,11 +14,12 @@ import math
 import torch
 from torch import nn
 from .attention import _check_attention_inputs, _masked_softmax
-from .validation import _check_positive_int, _check_broadcast
-from .multi_head import MultiHeadAttention, split_heads, merge_heads, _check_inputs
+from .validation import _check_positive_int, _check_broadcast, _check_mask
+from .multi_head import MultiHeadAttention, split_heads, merge_heads, repeat_kv, _check_inputs
 from .embeddings import Embeddings
 from .positional import PositionalEncoding
-from .layers import Encoder
+from .layer_norm import LayerNorm
+from .layers import EncoderLayer
 from .masks import causal_mask
 from .training import PAD, START, END, LMBatch, make_optimizer, train
 from .copy_task import HELDOUT_SEED
@@ -95,19 +97,30 @@ def rope_frequencies(d_head: int, base: float = 10000.0, dtype: torch.dtype = to
     "θ_i = base^(-2i/d_head) for the d_head/2 feature pairs i = 0, 1, ..., shaped (d_head // 2,)."
     _check_positive_int('d_head', d_head)
     if d_head % 2: raise ValueError(f"RoPE rotates pairs of features, so d_head must be even, got {d_head}")
+    if not (isinstance(base, (int, float)) and base > 0): raise ValueError(f"the RoPE base must be a positive number, got {base!r}")
     return (base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)).to(dtype=dtype, device=device)
 
 def apply_rope(x: torch.Tensor, positions: Optional[torch.Tensor] = None, base: float = 10000.0) -> torch.Tensor:
-    "Rotate each feature pair (x_2i, x_2i+1) of x (..., L, d) by the angle m·θ_i, m the row's position (0..L-1 unless given)."
+    "Rotate each feature pair (x_2i, x_2i+1) of x (..., L, d) by the angle m·θ_i, m the row's position: 0..L-1, or `positions` shaped (L,), or (B, L) for x (B, ..., L, d) whose sequences sit at different positions."
     L, d = x.size(-2), x.size(-1)
     if positions is None: positions = torch.arange(L, device=x.device)
-    elif tuple(positions.shape) != (L,): raise ValueError(f"positions must be shaped (L,) = ({L},), got {tuple(positions.shape)}")
+    batched = positions.dim() == 2 and x.dim() >= 3 and tuple(positions.shape) == (x.size(0), L)
+    if tuple(positions.shape) != (L,) and not batched:
+        raise ValueError(f"positions must be shaped (L,) = ({L},) or (B, L) = ({x.size(0)}, {L}) for x shaped {tuple(x.shape)}, got {tuple(positions.shape)}")
     work = torch.float64 if x.dtype == torch.float64 else torch.float32                     # angles in at least float32
-    angle = positions.to(work)[:, None] * rope_frequencies(d, base, work, x.device)         # (L, d/2): m θ_i
+    angle = positions.to(work)[..., None] * rope_frequencies(d, base, work, x.device)       # (L, d/2) or (B, L, d/2): m θ_i
+    if batched: angle = angle.view(x.size(0), *[1] * (x.dim() - 3), L, d // 2)            # (B, 1, .., L, d/2): each sequence's own
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
     x_even, x_odd = x[..., 0::2], x[..., 1::2]                                              # (..., L, d/2) each
     rotated = torch.stack([x_even * cos - x_odd * sin, x_even * sin + x_odd * cos], dim=-1)  # (..., L, d/2, 2)
     return rotated.flatten(-2)                                                              # (..., L, d), pairs back in place
+
+# %% ../nbs/09b_positions.ipynb #38f15240
+def rope_permutation(d_head: int) -> torch.Tensor:
+    "Indices `perm` (d_head,) with adjacent-pair feature c = half-layout feature perm[c]: 2t <- t, 2t+1 <- d_head/2 + t."
+    if d_head % 2: raise ValueError(f"RoPE rotates pairs of features, so d_head must be even, got {d_head}")
+    half = torch.arange(d_head // 2)
+    return torch.stack([half, half + d_head // 2], 1).flatten()   # (d_head,): 0, d/2, 1, d/2 + 1, ...
 
 # %% ../nbs/09b_positions.ipynb #5ee303fd
 def alibi_slopes(num_heads: int, dtype: torch.dtype = torch.float32, device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
@@ -128,34 +141,40 @@ def _check_scheme(scheme):
     if scheme not in SCHEMES: raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
 
 class PositionalSelfAttention(MultiHeadAttention):
-    "Self-attention whose scores see positions by `scheme`: Shaw's a^K and a^V, RoPE's rotated q and k, or ALiBi's bias; 'sinusoidal' and 'learned' add nothing here."
-    def __init__(self, d_model: int, num_heads: int, scheme: str, max_distance: int = 16, dropout: float = 0.0):
-        super().__init__(d_model, num_heads, dropout)
+    "Self-attention whose scores see positions by `scheme`: Shaw's a^K and a^V, RoPE's rotated q and k (angles from `base`), or ALiBi's bias; 'sinusoidal' and 'learned' add nothing here."
+    def __init__(self, d_model: int, num_heads: int, scheme: str, max_distance: int = 16, dropout: float = 0.0, bias: bool = True,
+                 base: float = 10000.0, num_kv_heads: Optional[int] = None, out_bias: Optional[bool] = None):
+        super().__init__(d_model, num_heads, dropout, bias, num_kv_heads, out_bias)
         _check_scheme(scheme)
-        self.scheme = scheme
+        self.scheme, self.base = scheme, base
         self.relative = ShawRelativePositions(self.d_head, max_distance) if scheme == 'shaw' else None
-        if scheme == 'rope': rope_frequencies(self.d_head)  # refuses an odd d_head now, not at the first forward
+        if scheme == 'rope': rope_frequencies(self.d_head, base)  # refuses an odd d_head or a bad base now, not at the first forward
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None,
-                need_weights: bool = True) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        "Tokens at positions 0..L-1 attend to each other: query, key, value (B, L, d_model); returns (output, weights (B, H, L, L) or None)."
+                need_weights: bool = True, positions: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        "Tokens attend to each other: query, key, value (B, L, d_model), at positions 0..L-1 (RoPE: or `positions`, (L,) or (B, L)); returns (output, weights (B, H, L, L) or None)."
         _check_inputs(query, key, value, self.d_model)
         B, L = query.size(0), query.size(1)
         if key.size(1) != L:
             raise ValueError(f"positional self-attention needs as many keys as queries, got {L} queries and {key.size(1)} keys")
-        q = split_heads(self.w_q(query), self.num_heads)  # (B, H, L, d_head)
-        k = split_heads(self.w_k(key), self.num_heads)    # (B, H, L, d_head)
-        v = split_heads(self.w_v(value), self.num_heads)  # (B, H, L, d_head)
+        if positions is not None and self.scheme != 'rope':
+            raise ValueError(f"positions= is for scheme='rope'; scheme {self.scheme!r} reads positions 0..L-1")
+        if mask is not None: _check_mask(mask, (B, self.num_heads, L, L))
+        q = split_heads(self.w_q(query), self.num_heads)     # (B, H, L, d_head)
+        k = split_heads(self.w_k(key), self.num_kv_heads)    # (B, H_kv, L, d_head)
+        v = split_heads(self.w_v(value), self.num_kv_heads)  # (B, H_kv, L, d_head)
+        if self.scheme == 'rope': q, k = apply_rope(q, positions, self.base), apply_rope(k, positions, self.base)  # rotated; values untouched
+        if self.scheme not in ('shaw', 'alibi'): return self.attend(q, k, v, mask, need_weights)  # chapter 3's: fused unless weights are asked for
         bias = rel_key = rel_value = None
-        if self.scheme == 'rope': q, k = apply_rope(q), apply_rope(k)                      # rotated; values untouched
-        elif self.scheme == 'alibi': bias = alibi_bias(self.num_heads, L, q.dtype, q.device)  # (H, L, L)
-        elif self.scheme == 'shaw': rel_key, rel_value = self.relative(L)                    # (L, L, d_head) each
+        if self.scheme == 'alibi': bias = alibi_bias(self.num_heads, L, q.dtype, q.device)  # (H, L, L)
+        else: rel_key, rel_value = self.relative(L)                                         # (L, L, d_head) each
+        k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)                  # (B, H, L, d_head)
         out, weights = relative_attention(q, k, v, mask, bias, rel_key, rel_value, self.dropout)
         return self.w_o(merge_heads(out)), (weights if need_weights else None)  # (B, L, d_model), (B, H, L, L) or None
 
 # %% ../nbs/09b_positions.ipynb #4de71a6b
 class PositionLM(nn.Module):
-    "A dropout-free decoder-only Transformer from the course's parts (`Embeddings`, the pre-LN `Encoder` under a causal mask) with positions by `scheme`."
+    "A dropout-free decoder-only Transformer from the course's parts (`Embeddings`, pre-LN `EncoderLayer`s under a causal mask, a final LayerNorm) with positions by `scheme`."
     def __init__(self, vocab_size: int, scheme: str, d_model: int = 64, num_heads: int = 4, num_layers: int = 2, d_ff: int = 128,
                  max_len: int = 64, max_distance: int = 16):
         super().__init__()
@@ -165,16 +184,18 @@ class PositionLM(nn.Module):
         if scheme == 'sinusoidal': self.positions = PositionalEncoding(d_model, max_len)
         elif scheme == 'learned': self.positions = LearnedPositionalEmbedding(max_len, d_model)
         else: self.positions = nn.Identity()  # the relative schemes add nothing to the input
-        self.stack = Encoder(d_model, num_heads, d_ff, num_layers)  # pre-LN layers and a final LayerNorm
-        for layer in self.stack.layers:  # the same layers, with the position-aware attention swapped in
-            layer.self_attn = PositionalSelfAttention(d_model, num_heads, scheme, max_distance)
+        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, self_attn=PositionalSelfAttention(d_model, num_heads, scheme, max_distance))
+                                    for _ in range(num_layers))  # pre-LN layers with the position-aware attention
+        self.norm = LayerNorm(d_model)
         self.generator = nn.Linear(d_model, vocab_size)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         "Next-token logits (B, L, vocab_size) for `tokens` (B, L): position t sees tokens 0..t only."
         if tokens.dim() != 2: raise ValueError(f"tokens must be shaped (B, L), got {tuple(tokens.shape)}")
-        x = self.positions(self.embed(tokens))                                   # (B, L, d_model)
-        return self.generator(self.stack(x, causal_mask(tokens.size(1), tokens.device)))  # (B, L, vocab_size)
+        x = self.positions(self.embed(tokens))                   # (B, L, d_model)
+        mask = causal_mask(tokens.size(1), tokens.device)
+        for layer in self.layers: x = layer(x, mask)
+        return self.generator(self.norm(x))                      # (B, L, vocab_size)
 
 def position_model(scheme: str, seed: int = 0, num_symbols: int = 32, **sizes) -> nn.Module:
     "A `PositionLM` for `num_symbols` data tokens (+ PAD, START, END), initialized from `seed` without touching the global RNG."

@@ -1,0 +1,287 @@
+"""Chapter 17c: the Llama block of the course's GPT against transformers' LlamaForCausalLM and Qwen2ForCausalLM.
+
+Small random models built offline from a config, every weight moved off its initialization so that a swapped tensor
+cannot hide: logits (float32, and float64 with transformers' two float32 steps widened), greedy tokens against
+generate(do_sample=False) with and without the cache, the round trips through folders, RoPE's two layouts, and what is
+refused by name.
+"""
+import json, types
+import pytest
+import torch
+
+from transformer_tutorial.gpt import GPT, GPTConfig, gpt_parameter_count, gpt_flops_per_token
+from transformer_tutorial.llama import LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_qwen2, to_llama, to_qwen2, _llama_names
+from transformer_tutorial.sampling import generate, gpt_decode_step
+from transformer_tutorial.decoding import KVCache
+from transformer_tutorial.training import record_attention
+
+transformers = pytest.importorskip('transformers')  # a test dependency (settings.ini dev_requirements), never a runtime one
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+SIZES = [  # family, width, heads, key/value heads, blocks, feed-forward, theta, eps, tied, extra config
+    ('llama', 48, 6, 2, 3, 80, 5000.0, 1e-5, False, {}),
+    ('llama', 64, 8, 1, 2, 96, 500000.0, 3e-6, True, {}),                            # multi-query, tied, Llama 3's base
+    ('llama', 32, 4, 4, 2, 56, 10000.0, 1e-5, False, dict(attention_bias=True, mlp_bias=True)),  # every bias
+    ('qwen2', 48, 6, 3, 2, 72, 1e6, 1e-6, True, {}),
+    ('qwen2', 40, 4, 2, 3, 64, 7000.0, 2e-5, False, {}),
+]
+
+
+def random_hf(family, d, H, H_kv, N, f, theta, eps, tied, extra, seed=0, dtype=torch.float32, V=97, T=64):
+    "A transformers LlamaForCausalLM or Qwen2ForCausalLM of that size with every weight moved off its initialization."
+    Config, Model = (LlamaConfig, LlamaForCausalLM) if family == 'llama' else (Qwen2Config, Qwen2ForCausalLM)
+    torch.manual_seed(seed)
+    config = Config(vocab_size=V, hidden_size=d, intermediate_size=f, num_hidden_layers=N, num_attention_heads=H, num_key_value_heads=H_kv,
+                    max_position_embeddings=T, rms_norm_eps=eps, rope_theta=theta, tie_word_embeddings=tied, bos_token_id=None,
+                    eos_token_id=None, pad_token_id=None, **extra)
+    model = Model(config).eval().to(dtype)
+    with torch.no_grad():
+        for p in model.parameters(): p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def float64_internals(model, theta):
+    "transformers computes its RMSNorm's mean square and its rotary angles in float32 whatever the dtype: here in the model's dtype."
+    norm_type, rotary = type(model.model.norm), model.model.rotary_emb
+    def norm_forward(self, x): return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+    for m in model.modules():
+        if type(m) is norm_type: m.forward = types.MethodType(norm_forward, m)
+    dim = 2 * rotary.inv_freq.numel()
+    inv_freq = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    def rotary_forward(self, x, position_ids):
+        angles = position_ids[..., None].to(x.dtype) * inv_freq.to(x.dtype)
+        emb = torch.cat([angles, angles], -1)
+        return emb.cos(), emb.sin()
+    rotary.forward = types.MethodType(rotary_forward, rotary)
+    return model
+
+
+LOAD = {'llama': from_llama, 'qwen2': from_qwen2}
+WRITE = {'llama': to_llama, 'qwen2': to_qwen2}
+MODEL = {'llama': LlamaForCausalLM, 'qwen2': Qwen2ForCausalLM}
+IDX = torch.randint(0, 97, (3, 64), generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize('size', SIZES, ids=lambda s: f'{s[0]}-{s[1]}-{s[2]}h-{s[3]}kv')
+def test_logits_equal_transformers_in_float32(size):
+    theirs = random_hf(*size, seed=SIZES.index(size))
+    ours = LOAD[size[0]](theirs)
+    c = ours.config
+    assert (c.num_kv_heads, c.rope_base, c.layer_norm_eps, c.tie_embeddings) == (size[3], size[6], size[7], size[8]) and not ours.training
+    assert (ours.head.weight is ours.embed.weight) == size[8]
+    with torch.no_grad(): diff = (ours(IDX) - theirs(IDX).logits).abs().max().item()
+    assert diff < 1e-5, diff
+
+
+@pytest.mark.parametrize('size', SIZES, ids=lambda s: f'{s[0]}-{s[1]}-{s[2]}h-{s[3]}kv')
+def test_logits_equal_transformers_in_float64(size):
+    "To float64 rounding once transformers' float32 norm and angles are widened; only to float32 rounding as transformers stands."
+    theirs = random_hf(*size, seed=SIZES.index(size), dtype=torch.float64)
+    ours = LOAD[size[0]](theirs)
+    assert next(ours.parameters()).dtype == torch.float64
+    with torch.no_grad(): as_is = (ours(IDX) - theirs(IDX).logits).abs().max().item()
+    float64_internals(theirs, size[6])
+    with torch.no_grad(): widened = (ours(IDX) - theirs(IDX).logits).abs().max().item()
+    assert widened < 1e-10 and as_is < 1e-5, (widened, as_is)
+
+
+@pytest.mark.parametrize('size', [SIZES[0], SIZES[1], SIZES[3]], ids=['llama-gqa', 'llama-mqa-tied', 'qwen2'])
+def test_greedy_tokens_equal_generate_with_and_without_the_cache(size):
+    theirs = random_hf(*size, seed=7)
+    ours = LOAD[size[0]](theirs)
+    prompt = torch.randint(0, 97, (2, 10), generator=torch.Generator().manual_seed(2))
+    expected = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=45, do_sample=False)
+    assert expected.shape == (2, 55)
+    for use_cache in (True, False):
+        assert torch.equal(generate(ours, prompt, 45, temperature=0, use_cache=use_cache), expected)
+
+
+def test_the_cache_equals_the_forward_pass_with_rope_and_grouped_query_attention():
+    torch.manual_seed(0)
+    model = GPT(50, 40, 48, 6, 2, 64, num_kv_heads=2, rope_base=300.0, **LLAMA_BLOCK).eval()
+    seq = torch.randint(0, 50, (3, 40))
+    cache = KVCache(model, None, 40, batch_size=3)
+    assert cache.keys.shape == (2, 3, 2, 40, 8)                                    # two key/value heads cached, not six
+    with torch.no_grad():
+        steps = [gpt_decode_step(model, seq[:, :7], cache)] + [gpt_decode_step(model, seq[:, t:t + 1], cache) for t in range(7, 40)]
+        torch.testing.assert_close(torch.cat(steps, 1), model(seq), atol=1e-5, rtol=1e-5)
+    a = generate(model, seq[:, :4], 30, temperature=0.9, top_k=10, generator=3)
+    assert torch.equal(a, generate(model, seq[:, :4], 30, temperature=0.9, top_k=10, generator=3, use_cache=False))
+
+
+@pytest.mark.parametrize('family', ['llama', 'qwen2'])
+def test_from_a_state_dict_and_from_a_folder_without_pickle(family, tmp_path):
+    size = SIZES[0] if family == 'llama' else SIZES[3]
+    theirs = random_hf(*size, seed=4)
+    with torch.no_grad(): want = theirs(IDX).logits
+    theirs.save_pretrained(tmp_path)                                                # config.json and model.safetensors
+    assert (tmp_path / 'model.safetensors').is_file() and not list(tmp_path.glob('*.bin'))
+    for ours in (LOAD[family](theirs.state_dict(), config=theirs.config), LOAD[family](theirs.state_dict(), config=theirs.config.to_dict()),
+                 LOAD[family](str(tmp_path))):
+        with torch.no_grad(): torch.testing.assert_close(ours(IDX), want, atol=1e-5, rtol=0)
+    (tmp_path / 'model.safetensors').write_bytes(b'\x80\x04not safetensors')      # a pickle under the safetensors name
+    with pytest.raises(ValueError, match='is a pickle'): LOAD[family](str(tmp_path))
+    (tmp_path / 'model.safetensors').unlink()
+    with pytest.raises(FileNotFoundError, match='has no model.safetensors: pickle-based weights are never read here'): LOAD[family](str(tmp_path))
+
+
+@pytest.mark.parametrize('family,block', [('llama', {}), ('llama', dict(qkv_bias=True, out_bias=True, ff_bias=True, tie_embeddings=True)),
+                                          ('qwen2', dict(qkv_bias=True)), ('qwen2', dict(qkv_bias=True, tie_embeddings=True))])
+def test_a_folder_written_by_the_course_loads_in_transformers_with_equal_logits(family, block, tmp_path):
+    torch.manual_seed(3)
+    ours = GPT(97, 64, 48, 6, 2, 80, num_kv_heads=3, rope_base=2000.0, layer_norm_eps=4e-6, **{**LLAMA_BLOCK, **block}).eval()
+    with torch.no_grad():
+        for p in ours.parameters(): p.add_(0.1 * torch.randn_like(p))
+    WRITE[family](ours, tmp_path)
+    config = json.loads((tmp_path / 'config.json').read_text())
+    assert config['model_type'] == family and config['num_key_value_heads'] == 3 and config['rope_theta'] == 2000.0
+    theirs = MODEL[family].from_pretrained(tmp_path).eval()
+    assert type(theirs) is MODEL[family] and theirs.config.rms_norm_eps == 4e-6
+    with torch.no_grad():
+        assert (theirs(IDX).logits - ours(IDX)).abs().max() < 1e-5
+        assert torch.equal(LOAD[family](str(tmp_path))(IDX), ours(IDX))         # and back, exactly
+    assert not list(tmp_path.glob('*.tmp*'))
+
+
+def test_rows_of_each_head_are_reordered_from_halves_to_adjacent_pairs():
+    "q_proj and k_proj (and their biases) are read with each head's rows reordered; v_proj, o_proj and the rest are not."
+    theirs = random_hf(*SIZES[3], seed=5)
+    ours = from_qwen2(theirs)
+    q_hf, q = theirs.model.layers[0].self_attn.q_proj, ours.layers[0].self_attn.w_q
+    head = lambda t, h: t[h * 8:(h + 1) * 8]
+    for h in range(6):
+        assert torch.equal(head(q.weight, h)[0::2], head(q_hf.weight, h)[:4]) and torch.equal(head(q.weight, h)[1::2], head(q_hf.weight, h)[4:])
+        assert torch.equal(head(q.bias, h)[1::2], head(q_hf.bias, h)[4:])
+    assert torch.equal(ours.layers[0].self_attn.w_v.weight, theirs.model.layers[0].self_attn.v_proj.weight)
+
+
+def test_llama_config_reads_both_spellings_of_rope_and_refuses_what_it_cannot_compute():
+    base = dict(model_type='llama', vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=1, num_attention_heads=6,
+                max_position_embeddings=64)
+    assert llama_config({**base, 'rope_theta': 123.0}).rope_base == 123.0
+    assert llama_config({**base, 'rope_parameters': {'rope_type': 'default', 'rope_theta': 456.0}}).rope_base == 456.0
+    assert llama_config({**base, 'rope_scaling': None}).rope_base == 10000.0 and llama_config(base).num_kv_heads == 6
+    cases = [({'rope_scaling': {'rope_type': 'llama3', 'factor': 8.0}}, "RoPE scaling of type 'llama3' is not implemented"),
+             ({'rope_scaling': {'type': 'linear', 'factor': 2.0}}, "RoPE scaling of type 'linear' is not implemented"),
+             ({'rope_parameters': {'rope_type': 'yarn', 'rope_theta': 1e4}}, "RoPE scaling of type 'yarn' is not implemented"),
+             ({'hidden_act': 'gelu'}, "hidden_act='gelu': the course's SwiGLU gates with SiLU"),
+             ({'head_dim': 16}, r"head_dim=16 differs from hidden_size / num_attention_heads = 8"),
+             ({'pretraining_tp': 2}, "pretraining_tp=2"),
+             ({'model_type': 'mistral'}, "describes a 'mistral' model; from_llama reads Llama"),
+             ({'model_type': 'qwen2'}, "describes a 'qwen2' model; from_llama reads Llama .*; from_qwen2 reads that one"),
+             ({'num_attention_heads': 5}, r"d_model \(48\) must be divisible by num_heads \(5\)"),
+             ({'num_key_value_heads': 4}, r"num_kv_heads \(4\) must divide num_heads \(6\)"),
+             ({'hidden_size': 30}, "RoPE rotates pairs of features, so d_head must be even, got 5")]
+    for change, message in cases:
+        with pytest.raises(ValueError, match=message): GPT.from_config(llama_config({**base, **change}))
+    with pytest.raises(ValueError, match="lacks hidden_size"): llama_config({k: v for k, v in base.items() if k != 'hidden_size'})
+    qwen = {**base, 'model_type': 'qwen2'}
+    with pytest.raises(ValueError, match="use_sliding_window=True: sliding-window attention is not implemented"):
+        llama_config({**qwen, 'use_sliding_window': True}, 'qwen2')
+    with pytest.raises(ValueError, match="sliding-window attention is not implemented"):
+        llama_config({**qwen, 'layer_types': ['sliding_attention']}, 'qwen2')
+    c = llama_config({**qwen, 'use_sliding_window': False, 'sliding_window': 4096}, 'qwen2')   # a window that is not used
+    assert (c.qkv_bias, c.out_bias, c.ff_bias) == (True, False, False)
+
+
+def test_missing_or_misshapen_tensors_are_named_with_the_expected_shape():
+    theirs = random_hf(*SIZES[0])
+    state, cfg = theirs.state_dict(), theirs.config.to_dict()
+    with pytest.raises(ValueError, match=r"lacks 'model.layers.2.mlp.up_proj.weight' \(expected shape \(80, 48\)\)"):
+        from_llama({k: v for k, v in state.items() if k != 'model.layers.2.mlp.up_proj.weight'}, config=cfg)
+    with pytest.raises(ValueError, match=r"'model.layers.0.self_attn.k_proj.weight' has shape \(48, 48\), expected \(16, 48\)"):
+        from_llama({**state, 'model.layers.0.self_attn.k_proj.weight': torch.zeros(48, 48)}, config=cfg)
+    with pytest.raises(ValueError, match=r"lacks 'lm_head.weight'"):
+        from_llama({k: v for k, v in state.items() if k != 'lm_head.weight'}, config=cfg)       # untied: the head is needed
+    with pytest.raises(ValueError, match="does not say how many heads.*pass config="): from_llama(state)
+
+
+def test_to_llama_and_to_qwen2_refuse_a_block_they_cannot_hold(tmp_path):
+    cases = [(to_llama, {}, "norm='layer': Llama's block has norm='rms'"),
+             (to_llama, dict(LLAMA_BLOCK, positions='learned'), "positions='learned': Llama's block has positions='rope'"),
+             (to_llama, dict(LLAMA_BLOCK, qkv_bias=True), "out_bias=False: Llama's block has out_bias=True .one attention_bias"),
+             (to_qwen2, LLAMA_BLOCK, "qkv_bias=False: Qwen2's block has qkv_bias=True"),
+             (to_qwen2, dict(LLAMA_BLOCK, qkv_bias=True, ff_bias=True), "ff_bias=True: Qwen2's block has ff_bias=False")]
+    for write, block, message in cases:
+        with pytest.raises(ValueError, match=message): write(GPT(20, 16, 16, 2, 1, 24, **block), tmp_path / 'out')
+    assert not (tmp_path / 'out').exists()
+    (tmp_path / 'file').write_text('x')
+    with pytest.raises(NotADirectoryError, match='is a file'): to_llama(GPT(20, 16, 16, 2, 1, 24, **LLAMA_BLOCK), tmp_path / 'file')
+
+
+def test_the_block_options_are_counted_for_parameters_and_flops():
+    "gpt_parameter_count and gpt_flops_per_token against PyTorch's count and FlopCounterMode, for every block option."
+    from torch.utils.flop_counter import FlopCounterMode
+    torch.manual_seed(0)
+    for block in ({}, dict(norm='rms'), dict(qkv_bias=False), dict(out_bias=False), dict(ff_bias=False), dict(activation='swiglu'),
+                  dict(activation='swiglu', ff_bias=True), dict(positions='rope'), dict(num_kv_heads=2), dict(num_kv_heads=1, positions='sinusoidal'),
+                  dict(tie_embeddings=False), {**LLAMA_BLOCK, 'num_kv_heads': 2}):
+        cfg = GPTConfig(61, 24, 32, 4, 2, 40, **block)
+        model = GPT.from_config(cfg).eval()
+        assert gpt_parameter_count(cfg) == sum(p.numel() for p in model.parameters()), block
+        with record_attention(model), FlopCounterMode(display=False) as counter: model(torch.zeros(1, 24, dtype=torch.long))
+        assert counter.get_total_flops() == 24 * gpt_flops_per_token(cfg), block
+
+
+def test_the_gpt_refuses_bad_blocks_by_name():
+    with pytest.raises(ValueError, match=r"d_model \(30\) must be divisible by num_heads \(4\)"): GPT(10, 16, 30, 4, 1, 32)
+    with pytest.raises(ValueError, match=r"num_kv_heads \(3\) must divide num_heads \(4\)"): GPT(10, 16, 32, 4, 1, 32, num_kv_heads=3)
+    with pytest.raises(ValueError, match="d_head must be even, got 5"): GPT(10, 16, 20, 4, 1, 32, positions='rope')
+    with pytest.raises(ValueError, match="norm must be one of layer, rms, got 'batch'"): GPT(10, norm='batch')
+    with pytest.raises(ValueError, match="activation must be one of relu, gelu, gelu_tanh, silu, swiglu, got 'geglu'"): GPT(10, activation='geglu')
+    with pytest.raises(ValueError, match="the RoPE base must be a positive number, got 0.0"): GPT(10, 16, 32, 4, 1, 32, positions='rope', rope_base=0.0)
+    model = GPT(10, 16, 32, 4, 1, 32, **LLAMA_BLOCK)
+    with pytest.raises(ValueError, match=r"the prompt has 17 tokens, more than the model reads \(max_len=16\)"):
+        generate(model, torch.zeros(1, 17, dtype=torch.long), 3)
+
+
+# Published configurations, written out by hand from their config.json (the Hub is not reached from the tests).
+SMOLLM2_135M = {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 0, "eos_token_id": 0,
+                "hidden_act": "silu", "hidden_size": 576, "initializer_range": 0.041666666666666664, "intermediate_size": 1536,
+                "is_llama_config": True, "max_position_embeddings": 8192, "mlp_bias": False, "model_type": "llama", "num_attention_heads": 9,
+                "num_hidden_layers": 30, "num_key_value_heads": 3, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_interleaved": False,
+                "rope_scaling": None, "rope_theta": 100000, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+                "transformers_version": "4.42.3", "use_cache": True, "vocab_size": 49152}
+QWEN25_05B = {"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu",
+              "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24,
+              "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+              "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+              "transformers_version": "4.40.1", "use_cache": True, "use_mrope": False, "use_sliding_window": False, "vocab_size": 151936}
+LLAMA32_1B = {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 128000,
+              "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+              "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": False, "model_type": "llama",
+              "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+              "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192,
+                               "rope_type": "llama3"},
+              "rope_theta": 500000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.45.0.dev0",
+              "use_cache": True, "vocab_size": 128256}
+
+
+def test_published_configs_give_the_published_parameter_counts_and_scaled_rope_is_refused():
+    smol, qwen = llama_config(SMOLLM2_135M), llama_config(QWEN25_05B, 'qwen2')
+    assert (smol.d_model, smol.num_heads, smol.num_kv_heads, smol.d_ff, smol.num_layers, smol.max_len) == (576, 9, 3, 1536, 30, 8192)
+    assert (smol.rope_base, smol.layer_norm_eps, smol.tie_embeddings, smol.qkv_bias, smol.out_bias, smol.ff_bias) == (1e5, 1e-5, True, False, False, False)
+    assert (qwen.rope_base, qwen.layer_norm_eps, qwen.num_kv_heads, qwen.qkv_bias, qwen.out_bias, qwen.ff_bias) == (1e6, 1e-6, 2, True, False, False)
+    assert gpt_parameter_count(smol) == 134_515_008 and gpt_parameter_count(qwen) == 494_032_768   # the published sizes
+    with pytest.raises(ValueError, match="RoPE scaling of type 'llama3' is not implemented"): llama_config(LLAMA32_1B)
+
+
+@pytest.mark.parametrize('name,hf,shrink', [('SmolLM2-135M', SMOLLM2_135M, dict(num_hidden_layers=2)),
+                                            ('Qwen2.5-0.5B', QWEN25_05B, dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000))])
+def test_published_configs_at_two_blocks_equal_transformers_with_and_without_the_cache(name, hf, shrink, tmp_path):
+    "The published width, heads, key/value heads, RoPE base and epsilon; two blocks (and for Qwen2.5 a smaller vocabulary) to stay quick."
+    family = hf['model_type']
+    Config = LlamaConfig if family == 'llama' else Qwen2Config
+    torch.manual_seed(0)
+    theirs = MODEL[family](Config(**{**hf, **shrink, 'torch_dtype': 'float32'})).float().eval()
+    with torch.no_grad():
+        for p in theirs.parameters(): p.add_(0.05 * torch.randn_like(p))
+    (tmp_path / 'config.json').write_text(json.dumps({**hf, **shrink}))                        # the published file, two blocks
+    ours = LOAD[family](theirs.state_dict(), config=json.loads((tmp_path / 'config.json').read_text()))
+    assert ours.config.num_layers == 2 and ours.config.rope_base == hf['rope_theta']
+    idx = torch.randint(0, ours.config.vocab_size, (2, 48), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(): assert (ours(idx) - theirs(idx).logits).abs().max() < 1e-4
+    prompt = idx[:, :8]
+    expected = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0)
+    for use_cache in (True, False):
+        assert torch.equal(generate(ours, prompt, 16, temperature=0, use_cache=use_cache), expected), use_cache
