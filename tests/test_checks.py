@@ -269,3 +269,53 @@ class _FeedForwardFloat32(PositionwiseFeedForward):
 
 def test_feed_forward_that_returns_float32_is_caught():
     with pytest.raises(AssertionError, match='a float64 module and input gave torch.float32'): checks.check_feed_forward(_FeedForwardFloat32)
+
+
+# ---------------------------------------------------------------- a check that a notebook cannot quietly change
+def _patched(monkeypatch, where):
+    "Replace what `where` (a module or class, and a name) holds by another function; this one still does what the original did (the test runner needs `isinstance`), a forger's would not."
+    owner, name = where
+    original = getattr(owner, name)
+    monkeypatch.setattr(owner, name, lambda *a, **k: original(*a, **k))
+
+
+@pytest.mark.parametrize('where, named', [
+    ((torch, 'equal'), r'torch\.equal'),
+    ((torch, 'allclose'), r'torch\.allclose'),
+    ((torch.Tensor, 'masked_fill'), r'torch\.Tensor\.masked_fill'),  # a method of the C base, shadowed
+    ((torch.nn.Module, '__call__'), r'torch\.nn\.\w+\.__call__'),  # every module class inherits it
+    ((__import__('builtins'), 'isinstance'), r'builtins\.isinstance'),
+    ((__import__('transformer_tutorial.checks.core', fromlist=['_']), '_close'), r'transformer_tutorial\.checks\.core\._close'),
+    ((__import__('transformer_tutorial.checks.attention', fromlist=['_']), '_call'), r'transformer_tutorial\.checks\.attention\._call'),
+    ((__import__('transformer_tutorial.masks', fromlist=['_']), 'causal_mask'), r'transformer_tutorial\.masks\.causal_mask'),
+    ((__import__('transformer_tutorial.multi_head', fromlist=['_']).MultiHeadAttention, 'forward'), r'transformer_tutorial\.multi_head\.MultiHeadAttention\.forward'),
+])
+def test_a_check_fails_when_what_it_relies_on_was_replaced(monkeypatch, where, named):
+    "What a notebook that wants a wrong mask to pass would patch: the check names it and fails, and passes again once it is put back."
+    wrong = lambda size: torch.ones(1, 1, size, size, dtype=torch.bool)
+    _patched(monkeypatch, where)
+    with pytest.raises(AssertionError, match=f"check_causal_mask: {named} was replaced or removed in this session"):
+        checks.check_causal_mask(wrong)
+    monkeypatch.undo()
+    with pytest.raises(AssertionError, match="shows the future|wrong values|hides|polarity|tril"): checks.check_causal_mask(wrong)
+    checks.check_causal_mask(causal_mask)
+
+
+def test_a_check_whose_code_was_replaced_says_so(monkeypatch):
+    "The forger's deeper patch: the check's own code swapped for one that does nothing."
+    inner = checks.check_causal_mask.__wrapped__
+    monkeypatch.setattr(inner, '__code__', (lambda fn: None).__code__)
+    with pytest.raises(AssertionError, match="was replaced or removed in this session"): checks.check_causal_mask(lambda size: None)
+
+
+def test_a_check_still_passes_after_torch_wraps_its_own_functions():
+    "Importing torch._dynamo (torch.compile does) makes torch.manual_seed a wrapper of itself: not a patch, so the checks still pass."
+    import subprocess, sys
+    code = ("from transformer_tutorial.checks import check_causal_mask\nimport torch, torch._dynamo\n"
+            "from transformer_tutorial.masks import causal_mask\ncheck_causal_mask(causal_mask)\n"
+            "torch.manual_seed = torch._disable_dynamo(lambda seed: None)\n"  # torch's wrapper around something else is still a patch
+            "try: check_causal_mask(causal_mask)\nexcept AssertionError as e: print(e)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines()[0] == "✓ causal_mask passes 12 checks"
+    assert "torch.manual_seed was replaced or removed in this session" in r.stdout.splitlines()[1]

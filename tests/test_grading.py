@@ -1,26 +1,38 @@
-"""Grading a class (chapter 15a): the bad-input table and the integrity flag, then a generated class of seven
-(tests/classroom.py) through the batch grader and through nbgrader's whole loop, each with the grades it deserves.
+"""Grading a class (chapter 15a): the integrity flags (imports, attributes, copies, tampering) and what they must not
+flag, the wire that keeps verdicts out of the student's kernel, Landlock's confinement, the bad-input table, a class
+that cheats, and a generated class through the batch grader and through nbgrader's whole loop, each student with the
+grade deserved.
 
 In CI (`TT_WHEEL` set) both graders run with the package installed from the wheel into the newest environment (nbgrader
 beside it, not in it), from an empty folder; elsewhere they run with this interpreter's install."""
-import csv, importlib.util, io, json, os, subprocess, sys
+import contextlib, csv, importlib.util, io, json, os, subprocess, sys, time
 from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
-from transformer_tutorial.assignments import exercise_folder
+from transformer_tutorial import checks, grading
+from transformer_tutorial.assignments import exercise_folder, strip_solutions
 from transformer_tutorial.cli import main
-from transformer_tutorial.grading import (course_exercises, copies, find_submissions, fingerprint, grade_folder, identify,
-                                          reference_fingerprints, reference_uses)
-from classroom import CLASS, EXERCISES, EXPECTED, write_class
+from transformer_tutorial.grading import (Limits, copies, copy_detector_rates, course_exercises, find_submissions, fingerprint,
+                                          grade_folder, honest_solutions, identify, isolation, landlock_abi, reference_fingerprints,
+                                          reference_uses, tampering)
+from classroom import CLASS, EXERCISES, EXPECTED, IMPORTS_EX02, NBGRADER_EXPECTED, PAD, CAUSAL, STUB, submission, write_class
+import student_bank, student_bank3, student_bank_training
 import test_installed
 
 EXERCISE_SET = course_exercises()
 NEEDS_NBGRADER = pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None, reason="nbgrader is not installed")
+NEEDS_PROC = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the limits on memory and processes need Linux's /proc")
+CHECK_OF = {"scaled_dot_product_attention": "check_scaled_dot_product_attention", "padding_mask": "check_padding_mask",
+            "causal_mask": "check_causal_mask", "split_heads": "check_split_heads", "merge_heads": "check_merge_heads",
+            "MultiHeadAttention": "check_multi_head_attention", "sinusoidal_positional_encoding": "check_positional_encoding",
+            "LayerNorm": "check_layer_norm", "PositionwiseFeedForward": "check_feed_forward", "EncoderLayer": "check_encoder_layer",
+            "DecoderLayer": "check_decoder_layer"}
 
 
-# ---------------------------------------------------------------- integrity
+# ---------------------------------------------------------------- integrity: the reference
 @pytest.mark.parametrize("code, found", [
     ("from transformer_tutorial.attention import scaled_dot_product_attention", "imports scaled_dot_product_attention from transformer_tutorial.attention"),
     ("from transformer_tutorial.attention import scaled_dot_product_attention as mine", "imports scaled_dot_product_attention"),
@@ -53,18 +65,213 @@ def test_copies_found_up_to_names_comments_and_strings():
     assert copies(solution, refs) == ["sinusoidal_positional_encoding is a copy of sinusoidal_positional_encoding of the solution notebook ex04_positional_encoding.ipynb"]
 
 
+@pytest.mark.parametrize("a, b", [
+    ("def f(x, y):\n    a = x + 1\n    b = y * 2\n    return a - b", "def g(p, q):\n    v = q * 2\n    u = p + 1\n    return u - v"),  # lines swapped
+    ("def f(x, y):\n    if x.dim() != 2:\n        raise ValueError('no')\n    return x + y", "def f(x, y):\n    if 2 != x.dim():\n        raise ValueError('nope')\n    return x + y"),
+    ("def f(x, y):\n    if x > y:\n        x = y\n    return x * y", "def f(x, y):\n    if y < x:\n        x = y\n    return x * y"),  # comparison turned
+    ("def f(x, y):\n    s = x @ y\n    w = s.softmax(-1)\n    return w @ y", "def f(x, y):\n    s = x @ y\n    w = s.softmax(-1)\n    out = w @ y\n    return out"),  # a temporary
+    ("def f(xs, m):\n    a = [p for p in xs if p in m]\n    b = len(a)\n    return a, b",
+     "def f(ys, n):\n    c = [q for q in ys if q in n]\n    d = len(c)\n    return c, d"),  # a comprehension's variable renamed
+])
+def test_fingerprint_undoes_what_a_copier_changes_for_free(a, b):
+    import ast
+    assert fingerprint(ast.parse(a).body[0]) == fingerprint(ast.parse(b).body[0]) is not None
+
+
+@pytest.mark.parametrize("a, b", [
+    ("def f(x, y):\n    a = x + 1\n    a = a * y\n    return a", "def f(x, y):\n    a = x * y\n    a = a + 1\n    return a"),  # order that matters
+    ("def f(x, y):\n    x.add_(1)\n    b = x * y\n    return b", "def f(x, y):\n    b = x * y\n    x.add_(1)\n    return b"),      # an in-place method
+    ("def f(x, y):\n    s = x - y\n    t = s * s\n    return t", "def f(x, y):\n    s = y - x\n    t = s * s\n    return t"),      # another program
+])
+def test_fingerprint_keeps_what_changes_the_code(a, b):
+    import ast
+    assert fingerprint(ast.parse(a).body[0]) != fingerprint(ast.parse(b).body[0])
+
+
 def test_what_is_never_a_copy():
     "Constructors, what the student is handed, one-line bodies, and a correct solution written otherwise."
     import ast
     ln = EXERCISE_SET["ex05_layer_norm_feed_forward"]
     refs = reference_fingerprints(ln)
     assert not any("__init__" in w for w in refs.values())
-    from transformer_tutorial.assignments import strip_solutions
     assert copies([strip_solutions(s) for s in ln.solutions], refs) == []
     assert fingerprint(ast.parse("def f(x):\n    'doc'\n    return x.tril()").body[0]) is None
     own = ("class LayerNorm(nn.Module):\n    def forward(self, x):\n        mu = x.mean(-1, keepdim=True)\n"
            "        sd = ((x - mu) ** 2).mean(-1, keepdim=True).add(self.eps).sqrt()\n        return self.weight * (x - mu) / sd + self.bias\n")
     assert copies([own], refs) == []
+
+
+# ---------------------------------------------------------------- the bank of honest solutions, and the detector's rates
+@pytest.mark.parametrize("honest", honest_solutions(), ids=lambda h: f"{h['name']}: {h['style']}")
+def test_honest_solution_passes_its_check(honest):
+    ns = {}
+    exec(honest["code"], ns)
+    with contextlib.redirect_stdout(io.StringIO()) as printed: getattr(checks, CHECK_OF[honest["name"]])(ns[honest["name"]])
+    assert printed.getvalue().startswith("✓ ")
+
+
+def test_copy_detector_flags_no_honest_solution_written_otherwise_and_every_disguised_copy_but_a_rewrite():
+    rates = copy_detector_rates(EXERCISE_SET)
+    flagged, total = rates["honest, written otherwise"]
+    assert flagged == 0 and total >= 40, rates
+    copied = {k: v for k, v in rates.items() if k.startswith("copies")}
+    assert copied and all(f == t > 0 for k, (f, t) in copied.items() if "torch function" not in k), rates
+    assert rates["copies, a method written as a torch function"][0] == 0  # the change of structure it does not see
+    assert rates["honest, written the chapters' way"][0] <= rates["reference functions with a fingerprint"][0]
+
+
+# ---------------------------------------------------------------- integrity: tampering with the grading
+CHECKS_EX02 = ["check_causal_mask", "check_padding_mask"]
+
+@pytest.mark.parametrize("code, found", [
+    ("check_padding_mask = lambda f: None", "rebinds the check check_padding_mask"),
+    ("def check_causal_mask(fn): pass", "rebinds the check check_causal_mask"),
+    ("from transformer_tutorial.checks import check_causal_mask as check_padding_mask", "rebinds the check check_padding_mask"),
+    ("globals()['check_padding_mask'] = print", "rebinds the check check_padding_mask"),
+    ("import transformer_tutorial.checks.attention as A\nA._close = lambda *a, **k: True", "patches the course's package"),
+    ("from transformer_tutorial import checks\nsetattr(checks.core, '_close', None)", "patches the course's package"),
+    ("import sys\nsys.modules['transformer_tutorial.checks'] = object()", "changes sys.modules"),
+    ("import torch\ntorch.allclose = lambda *a, **k: True", "patches torch"),
+    ("import torch.nn.functional as F\nF.softmax = lambda x, dim: x", "patches torch"),
+    ("import builtins\nbuiltins.isinstance = lambda *a: True", "patches Python's builtins"),
+    ("get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)", "installs an IPython or interpreter hook"),
+    ("get_ipython().events.register('post_run_cell', print)", "installs an IPython or interpreter hook"),
+    ("ip = get_ipython()\nip.input_transformers_post.append(str)", "installs an IPython or interpreter hook"),
+    ("import sys\nsys.settrace(print)", "installs an IPython or interpreter hook"),
+    ("exit()", "ends or signals a process"),
+    ("import os\nos._exit(0)", "ends or signals a process"),
+    ("raise SystemExit", "ends or signals a process"),
+    ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", "ends or signals a process"),
+    ("import os\nwhile True: os.fork()", "starts processes"),
+    ("import subprocess\nsubprocess.run(['ls'])", "starts processes"),
+    ("!rm -rf ~", "runs shell commands"),
+    ("exec('x = 1')", "runs code built at run time"),
+    ("import importlib\nimportlib.import_module('transformer_tutorial.masks')", "runs code built at run time"),
+    ("import ctypes", "runs code built at run time"),
+    ("check_causal_mask.__wrapped__.__code__ = (lambda f: None).__code__", "reaches into the interpreter's internals"),
+    ("open('/home/teacher/grades.csv', 'w').write('x')", "writes or deletes files"),
+    ("from pathlib import Path\nPath('../ada/ex02_masks.ipynb').write_text('{}')", "writes or deletes files"),
+    ("import os\nos.remove('ex02_masks.ipynb')", "writes or deletes files"),
+])
+def test_tampering_is_flagged(code, found):
+    flags = tampering([code], CHECKS_EX02)
+    assert any(f.startswith(found) for f in flags), flags
+
+
+@pytest.mark.parametrize("code", [
+    "from transformer_tutorial.checks import check_padding_mask, check_causal_mask",  # the handed-out import
+    "import torch\ntorch.backends.cudnn.deterministic = True",                          # a setting, not code
+    "def check_shapes(x): assert x.dim() == 2",                                          # a helper of the student's own
+    "import sys\nif 'google.colab' in sys.modules: print('colab')",                       # reading sys.modules
+    "with open('data.txt') as f: text = f.read()",                                      # reading a file
+    "self = object()\nsetattr(self, 'w', 1)",                                           # setattr on the student's object
+    "x = 'exit'.replace('e', 'E')",
+])
+def test_tampering_flags_nothing_honest(code):
+    assert tampering([code], CHECKS_EX02) == []
+
+
+def test_tampering_flags_nothing_in_the_solution_notebooks_nor_the_honest_bank():
+    for name, ex in EXERCISE_SET.items():
+        nb = nbformat.read(exercise_folder() / f"{name}.ipynb", as_version=4)
+        assert tampering([c.source for c in nb.cells if c.cell_type == "code"], grading._check_names(ex)) == [], name
+    for h in honest_solutions(): assert tampering([h["code"]], grading._check_names(EXERCISE_SET[h["exercise"]])) == [], h["style"]
+
+
+# ---------------------------------------------------------------- the wire: verdicts computed outside the kernel
+@pytest.mark.parametrize("t", [torch.arange(24.).reshape(2, 3, 4).transpose(1, 2)[:, 1:], torch.ones(3, 1).expand(3, 5),
+                               torch.tensor([[True, False]]), torch.randn(2, 3, dtype=torch.float64), torch.arange(6, dtype=torch.int32),
+                               torch.randn(4, dtype=torch.bfloat16), torch.empty(0, 3), torch.tensor(2.5), torch.randn(2, dtype=torch.complex64)])
+def test_a_tensor_crosses_the_wire_as_it_is(t):
+    back = grading._tensor_unwire(json.loads(json.dumps(grading._tensor_wire(t))))
+    assert back.dtype == t.dtype and back.shape == t.shape and torch.equal(back, t) and back.is_contiguous() == t.is_contiguous()
+
+
+@pytest.mark.parametrize("change", [{"shape": [2, 300, 3]}, {"stride": [100, 1, 4]}, {"dtype": "object"}, {"shape": [-1, 3, 2]},
+                                    {"data": "AAAA"}])
+def test_a_forged_tensor_is_refused(change):
+    w = dict(grading._tensor_wire(torch.arange(24.).reshape(2, 3, 4)), **change)
+    with pytest.raises(ValueError): grading._tensor_unwire(w)
+
+
+def _verdict(check, impl, through_the_wire):
+    "The check's verdict on `impl` (called directly, or through a proxy over the wire): its message, or what it printed."
+    if through_the_wire: impl = grading._Loopback({"impl": impl}).lookup("impl")
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out): getattr(checks, check)(impl)
+    except AssertionError as e: return str(e)
+    finally: grading._HELD.clear()
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("check, impl", [(c, i) for c, i, _ in student_bank.BANK + student_bank3.BANK + student_bank_training.BANK],
+                         ids=lambda x: getattr(x, "__name__", x))
+def test_a_verdict_through_the_wire_is_the_verdict(check, impl):
+    "Every implementation of the three banks, right and wrong, gets the same message from a check through proxies as from the check itself."
+    assert _verdict(check, impl, True) == _verdict(check, impl, False)
+
+
+def test_an_exception_of_the_students_code_keeps_its_class():
+    e = grading._remote_error("NameError", "name 'x' is not defined")
+    assert isinstance(e, NameError) and type(e).__name__ == "NameError" and str(e) == "name 'x' is not defined"
+    e = grading._remote_error("UnicodeDecodeError", "bad byte")  # a class that wants more than a message
+    assert isinstance(e, Exception) and type(e).__name__ == "UnicodeDecodeError" and str(e) == "bad byte"
+    assert not issubclass(grading._Stopped, Exception)  # no handler in a check can swallow the end of a check
+
+
+def test_the_kernel_side_answers_what_the_students_code_raises_even_systemexit():
+    def bye(x): raise SystemExit(3)
+    answer = json.loads(grading._serve({"bye": bye}, json.dumps({"op": "lookup", "name": "bye"})))
+    answer = json.loads(grading._serve({}, json.dumps({"op": "call", "id": answer["ok"]["id"], "args": {"t": "list", "v": [1]}, "kwargs": {"t": "dict", "v": []}})))
+    assert answer == {"error": ["SystemExit", "3"]}
+    grading._HELD.clear()
+
+
+# ---------------------------------------------------------------- the sandbox: Landlock and the limits
+def _confined(probe, tmp_path, writable):
+    "Run the Python `probe` through `_confine`, as a kernel is run, with `writable` the only folders it may write; its JSON printout."
+    env = dict(os.environ, TT_CONFINE=json.dumps({"rlimits": {"RLIMIT_FSIZE": 1 << 20}, "landlock": landlock_abi() > 0, "writable": writable}))
+    r = subprocess.run([sys.executable, "-c", "from transformer_tutorial.grading import _confine; _confine()", sys.executable, "-c", probe],
+                       env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+PROBE = '''
+import json, os, signal, socket, sys
+def attempt(f):
+    try: f(); return "done"
+    except OSError as e: return type(e).__name__
+out = {}
+out["own folder"] = attempt(lambda: open(os.path.join(sys.argv[1], "mine.txt"), "w").write("x"))
+out["elsewhere"] = attempt(lambda: open(sys.argv[2], "w").write("changed"))
+out["remove elsewhere"] = attempt(lambda: os.remove(sys.argv[2]))
+out["big file"] = attempt(lambda: open(os.path.join(sys.argv[1], "big"), "wb").write(b"x" * (2 << 20)))
+out["connect"] = attempt(lambda: socket.create_connection(("127.0.0.1", int(sys.argv[3])), timeout=5).close())
+out["signal the parent"] = attempt(lambda: os.kill(os.getppid(), 0))
+print(json.dumps(out))
+'''
+
+def test_confine_keeps_writes_in_the_submissions_folder(tmp_path):
+    import socket
+    own, victim = tmp_path / "box", tmp_path / "ada.ipynb"
+    own.mkdir(); victim.write_text("as handed in")
+    server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen()
+    try: out = _confined(PROBE.replace("sys.argv[1]", repr(str(own))).replace("sys.argv[2]", repr(str(victim)))
+                         .replace("int(sys.argv[3])", str(server.getsockname()[1])), tmp_path, [str(own), "/dev/null"])
+    finally: server.close()
+    abi = landlock_abi()
+    print(abi, out)
+    assert out["own folder"] == "done" and out["big file"] == "OSError"  # RLIMIT_FSIZE everywhere
+    if abi:  # what Landlock refuses (this machine has it: the CI machines are recent Linux)
+        assert out["elsewhere"] == out["remove elsewhere"] == "PermissionError" and victim.read_text() == "as handed in"
+        if abi >= 4: assert out["connect"] == "PermissionError"
+        if abi >= 6: assert out["signal the parent"] == "PermissionError"
+        assert isolation().startswith(f"Landlock ABI {abi}")
+    else:
+        assert out["elsewhere"] == "done" and isolation().startswith("no sandbox")
+    assert isolation(sandbox=False).startswith("no sandbox (Landlock is turned off)")
 
 
 # ---------------------------------------------------------------- finding and naming submissions
@@ -94,11 +301,12 @@ def test_find_submissions_bad_input(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="no submissions in .*: expected STUDENT/EXERCISE.ipynb"): find_submissions(tmp_path / "empty")
     with pytest.raises(FileNotFoundError, match="no submissions folder at"): find_submissions(tmp_path / "nope")
-    for rel in ["c/ann/ex01_attention.ipynb", "c/Ann /ex02_masks.ipynb", "c/ann/notes.txt", "c/loose.ipynb",
-                "c/ann/.ipynb_checkpoints/ex01_attention-checkpoint.ipynb", "c/bob/a/b/deep.ipynb"]:
+    for rel in ["c/ann/ex01_attention.ipynb", "c/Ann /ex02_masks.ipynb", "c/ann/notes.txt", "c/loose.ipynb", "c/..zoë/ex02_masks.ipynb",
+                "c/ann/.ipynb_checkpoints/ex01_attention-checkpoint.ipynb", "c/bob/a/b/deep.ipynb", "c/__MACOSX/ann/ex01_attention.ipynb",
+                "c/ann/.hidden.ipynb"]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True); (tmp_path / rel).write_text("{}")
     found, problems = find_submissions(tmp_path / "c")
-    assert [(s, p.name) for s, p in found] == [("Ann ", "ex02_masks.ipynb"), ("ann", "ex01_attention.ipynb")]
+    assert [(s, p.name) for s, p in found] == [("..zoë", "ex02_masks.ipynb"), ("Ann ", "ex02_masks.ipynb"), ("ann", "ex01_attention.ipynb")]
     assert problems == ["ann/notes.txt: not a notebook (.ipynb), skipped",
                         "bob/a/b/deep.ipynb: not where a submission goes (STUDENT/EXERCISE.ipynb, or nbgrader's submitted/STUDENT/ASSIGNMENT/EXERCISE.ipynb), skipped",
                         "loose.ipynb: not where a submission goes (STUDENT/EXERCISE.ipynb, or nbgrader's submitted/STUDENT/ASSIGNMENT/EXERCISE.ipynb), skipped",
@@ -123,7 +331,7 @@ def test_outputs_that_would_clash_are_refused(tmp_path, capsys, submissions, out
     assert sorted(tmp_path.rglob("*")) == before
 
 
-# ---------------------------------------------------------------- the generated class, through both graders
+# ---------------------------------------------------------------- the graders, run as a teacher runs them
 TIMEOUT = 10  # seconds a cell may run: dee's loop is stopped after it, every other cell needs far less
 
 
@@ -173,19 +381,151 @@ def _totals(rows, students=CLASS):
     return {s: sum(float(r["points"]) for r in rows if r["student"] == s) for s in students}
 
 
+# ---------------------------------------------------------------- a class that cheats
+IMPORTS = next(c for c in _nb("ex02_masks")["cells"] if "".join(c["source"]).startswith("import torch"))
+
+def _cheat(folder, student, code=None, solved=False):
+    "`student`'s masks notebook: solved (the reference), or as handed out with `code` added to its import cell."
+    nb = _nb("ex02_masks")
+    for cell in nb["cells"]:
+        text = "".join(cell["source"])
+        if cell["metadata"].get("nbgrader", {}).get("solution"):
+            text = "".join(l for l in text.splitlines(keepends=True) if "### " not in l) if solved else strip_solutions(text)
+        if text == "".join(IMPORTS["source"]) and code: text = text + "\n" + code
+        if cell["cell_type"] == "code": cell["outputs"], cell["execution_count"] = [], None
+        cell["source"] = text
+    path = folder / student / "ex02_masks.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+def _cheats(folder, out):
+    "What each cheat adds to the handed-out notebook; the writes name the class's files by their absolute paths."
+    ada, feedback = folder / "ada" / "ex02_masks.ipynb", out.parent / f"{out.stem}_feedback"
+    cache = out.with_name(f".{out.name}.cache.json")
+    cheats = {
+        "rex": "check_padding_mask = lambda f: None\ncheck_causal_mask = lambda f: None",                     # rebinds the checks
+        "pat": "import transformer_tutorial.checks.attention as A\n"                                            # patches the checks module
+               "A._call = lambda name, fn, *args, **kw: getattr(A, name)(*args, **kw)",
+        "pax": "from transformer_tutorial.checks import check_padding_mask as c, check_causal_mask as d\n"      # patches the checks' code
+               "c.__wrapped__.__code__ = d.__wrapped__.__code__ = (lambda fn: None).__code__",
+        "sam": "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",                             # swallows exceptions
+        "eva": "ip = get_ipython()\nip.events.register('pre_run_cell', lambda info: ip.user_ns.update("         # rebinds the checks
+               "check_padding_mask=print, check_causal_mask=print))",                                           # before every cell
+        "ian": "get_ipython().input_transformers_post.append(lambda lines: [l for l in lines if not l.startswith('check_')])",  # erases the checks
+        "syd": "import sys\nsys.exit(0)",                                                                     # exits (IPython refuses)
+        "quinn": "import os\nos._exit(0)",                                                                     # exits the kernel
+        "gil": f"open({str(ada)!r}, 'w').write('{{}}')\nopen({str(out)!r}, 'w').write('gil,ex02_masks,2.0')\n"  # writes the class's files
+               f"open({str(cache)!r}, 'w').write('{{}}')\nimport os\nos.makedirs({str(feedback)!r}, exist_ok=True)\n"
+               f"open({str(feedback / 'gil.md')!r}, 'w').write('2 / 2')\nos.remove({str(folder / 'una' / 'ex02_masks.ipynb')!r})",
+        "lou": "while True: print('x' * 10_000)",                                                              # prints without end
+        "fox": "import os, time\nfor _ in range(8): os.fork()\ntime.sleep(60)",                                # forks (at most 256)
+        "hog": "import torch\nhog = torch.ones(2 ** 30, dtype=torch.uint8) + 1",                               # eats memory
+        "ned": "import time\nwhile True:\n    try: time.sleep(1)\n    except KeyboardInterrupt: pass",          # never stops
+        "sly": f"import subprocess\nsubprocess.Popen(['sh', '-c', 'sleep 5; echo late > {ada}'], start_new_session=True)",  # writes later
+        "del": "import os\nos.remove('ex02_masks.ipynb')",                                                      # deletes its own file
+    }
+    if landlock_abi() >= 6: cheats["kai"] = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"        # kills the grader
+    return cheats
+
+
+@pytest.fixture(scope="module")
+def cheating_class(grader, tmp_path_factory):
+    "A class on the masks exercise: Ada solved it, Una handed it in untouched, and one student per cheat; graded once, timed."
+    root = tmp_path_factory.mktemp("cheats")
+    folder, out = root / "class", root / "out" / "grades.csv"
+    _cheat(folder, "ada", solved=True); _cheat(folder, "una")
+    cheats = _cheats(folder, out)
+    for student, code in cheats.items(): _cheat(folder, student, code)
+    before = {p: p.read_bytes() for p in folder.rglob("*.ipynb")}
+    start = time.time()
+    r = grader.grade(["class", "--out", "out/grades.csv", "--timeout", "20", "--notebook-timeout", "60", "--memory", "1",
+                      "--processes", "8", "--output", "1", "--jobs", "2"], root)
+    took = time.time() - start
+    time.sleep(6)  # sly's process would have written by now, had it lived
+    return root, r, before, cheats, took
+
+
+@NEEDS_PROC
+def test_no_cheat_scores_above_the_untouched_notebook_and_each_is_flagged_or_stopped(cheating_class):
+    root, r, before, cheats, took = cheating_class
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    rows = _rows(root / "out" / "grades.csv")
+    print(f"graded {len(rows)} notebooks in {took:.0f} s ({r.stdout.strip().splitlines()[-1]})")
+    for row in rows: print(f"{row['student']:6} {row['points']:>4}  {row['status']:10} {(row['integrity'] or row['notes'])[:110]}")
+    by = {row["student"]: row for row in rows}
+    assert set(by) == {"ada", "una", *cheats}
+    assert (float(by["ada"]["points"]), float(by["una"]["points"])) == (2.0, 0.0)
+    for student in cheats:
+        assert float(by[student]["points"]) <= float(by["una"]["points"]), by[student]
+        assert by[student]["integrity"] or by[student]["status"] != "ok", by[student]
+    flagged = {"rex": "rebinds the check", "pat": "patches the course's package", "pax": "reaches into the interpreter's internals",
+               "sam": "installs an IPython or interpreter hook", "eva": "installs an IPython or interpreter hook",
+               "ian": "installs an IPython or interpreter hook", "syd": "ends or signals a process", "quinn": "ends or signals a process",
+               "gil": "writes or deletes files", "fox": "starts processes", "sly": "starts processes", "del": "writes or deletes files"}
+    for student, flag in flagged.items(): assert flag in by[student]["integrity"], by[student]
+    stopped = {s: by[s]["notes"] for s in ("lou", "fox", "hog", "ned")}
+    assert "printed more than 1 MiB" in stopped["lou"] or "resident memory" in stopped["lou"], stopped
+    assert "ran more than 8 processes at once" in stopped["fox"] and "more than 1 GiB of resident memory" in stopped["hog"], stopped
+    assert "did not stop when interrupted" in stopped["ned"] and by["quinn"]["status"] == "crashed", stopped
+    for student in stopped:  # each breach is in the student's feedback too, with the limit it broke
+        assert by[student]["notes"].split(";")[-1].strip() in (root / "out" / "grades_feedback" / f"{student}.md").read_text(encoding="utf-8")
+
+
+@NEEDS_PROC
+def test_a_cheat_changes_no_other_students_file_or_grade(cheating_class):
+    root, r, before, cheats, took = cheating_class
+    assert {p: p.read_bytes() for p in (root / "class").rglob("*.ipynb")} == before  # sly's late write, gil's, del's: none stayed
+    rows = _rows(root / "out" / "grades.csv")
+    assert not any(row["student"] == "gil" and row["points"] == "2.0" for row in rows)
+    assert "**2 / 2 points**" in (root / "out" / "grades_feedback" / "ada.md").read_text(encoding="utf-8")
+    assert "**0 / 2 points**" in (root / "out" / "grades_feedback" / "gil.md").read_text(encoding="utf-8")
+    cache = json.loads((root / "out" / ".grades.csv.cache.json").read_text(encoding="utf-8"))
+    assert len(cache) == len(rows)  # the grader's own cache, not gil's
+    again = _rows(root / "out" / "grades.csv")
+    assert {row["student"]: row["points"] for row in again} == {row["student"]: row["points"] for row in rows}
+
+
+def test_without_a_sandbox_the_class_is_put_back_and_the_writer_flagged(tmp_path):
+    "With Landlock turned off, a kernel's writes happen: the grader puts the submissions folder back and flags who ran then."
+    folder, out = tmp_path / "class", tmp_path / "out" / "grades.csv"
+    ada = _cheat(folder, "ada", solved=True)
+    _cheat(folder, "gil", f"open({str(ada)!r}, 'w').write('{{}}')\nopen({str(folder / 'gil' / 'planted.ipynb')!r}, 'w').write('{{}}')")
+    before = ada.read_bytes()
+    grades = grade_folder(folder, out, Limits(cell_seconds=20), jobs=1, sandbox=False, progress=False)
+    assert ada.read_bytes() == before and not (folder / "gil" / "planted.ipynb").exists()
+    assert [(r["student"], r["points"]) for r in grades.rows] == [("ada", 2.0), ("gil", 0.0)]
+    assert "files of the class changed while it ran" in grades.rows[1]["integrity"] and "writes or deletes files" in grades.rows[1]["integrity"]
+    assert any("put back as they were: ada/ex02_masks.ipynb (changed: put back), gil/planted.ipynb (added: removed)" in p for p in grades.problems), grades.problems
+
+
+# ---------------------------------------------------------------- the generated class, through both graders
 @pytest.fixture(scope="module")
 def batch(grader, tmp_path_factory):
     "The class in STUDENT/EXERCISE.ipynb, plus the bad input of the issue's table beside it, graded once."
     root = tmp_path_factory.mktemp("batch")
     write_class(root / "class")
-    ada = root / "class" / "ada"
-    (root / "class" / "hal").mkdir(); (root / "class" / "hal" / "ex01_attention.ipynb").write_bytes((ada / "ex02_masks.ipynb").read_bytes())
-    (root / "class" / "Ada").mkdir(); (root / "class" / "Ada" / "ex01_attention.ipynb").write_bytes((ada / "ex01_attention.ipynb").read_bytes())
-    (root / "class" / "ivy").mkdir(); (root / "class" / "ivy" / "notes.txt").write_text("my notes")
+    ada, c = root / "class" / "ada", root / "class"
+    def put(rel, data):
+        (c / rel).parent.mkdir(parents=True, exist_ok=True)
+        (c / rel).write_bytes(data if isinstance(data, bytes) else data.encode())
+    put("hal/ex01_attention.ipynb", (ada / "ex02_masks.ipynb").read_bytes())                 # a notebook of another exercise
+    put("Ada/ex01_attention.ipynb", (ada / "ex01_attention.ipynb").read_bytes())             # a name that differs in case only
+    put("ivy/notes.txt", "my notes")
     bare = {**_nb("ex02_masks"), "cells": [c for c in _nb("ex02_masks")["cells"] if "grade" not in c["metadata"].get("nbgrader", {})
                                            or not c["metadata"]["nbgrader"]["grade"]]}
-    (root / "class" / "ivy" / "homework.ipynb").write_text(json.dumps(bare))
-    (root / "class" / "ivy" / "ex01_attention.ipynb").write_text('{"cells": [')  # cut short by a failed upload
+    put("ivy/homework.ipynb", json.dumps(bare))                                              # no exercise at all
+    put("ivy/ex01_attention.ipynb", '{"cells": [')                                          # not valid JSON: cut short by a failed upload
+    put("jo/ex02_masks.ipynb", json.dumps({**_nb("ex02_masks"), "cells": [c for c in _nb("ex02_masks")["cells"] if c["cell_type"] == "markdown"]}))
+    put("..Zoë Ünal/ex02_masks.ipynb", (ada / "ex02_masks.ipynb").read_bytes())             # dots, a space and accents
+    put("a.b/ex02_masks.ipynb", (ada / "ex02_masks.ipynb").read_bytes())
+    put("kit/ex02_masks.ipynb", (ada / "ex02_masks.ipynb").read_bytes())                     # two notebooks for one exercise
+    put("kit/ex02_masks (copy).ipynb", (root / "class" / "ben" / "ex02_masks.ipynb").read_bytes())
+    deleting = json.loads((ada / "ex02_masks.ipynb").read_text())                            # deletes its own file while it runs
+    deleting["cells"].insert(0, {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                                 "source": f"import os\nos.remove('ex02_masks.ipynb')\nos.remove({str(c / 'del' / 'ex02_masks.ipynb')!r})"})
+    put("del/ex02_masks.ipynb", json.dumps(deleting))
     r = grader.grade(["class", "--out", "out/grades.csv", "--timeout", str(TIMEOUT), "--jobs", "2"], root)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     return root, r
@@ -196,7 +536,7 @@ def test_batch_grader_gives_each_student_the_grade_deserved(batch):
     print(r.stdout)
     rows = _rows(root / "out" / "grades.csv")
     assert _totals(rows) == EXPECTED
-    by = {(row["student"], row["exercise"]): row for row in rows}
+    by = {(row["student"], row["exercise"]): row for row in rows if row["student"] in CLASS}
     assert {k for k, row in by.items() if row["status"] != "ok"} == {("dee", "ex01_attention")}
     assert by["dee", "ex01_attention"]["status"] == "timed out" and f"ran longer than {TIMEOUT} s" in by["dee", "ex01_attention"]["notes"]
     assert by["cy", "ex01_attention"]["first_failure"] == "check_scaled_dot_product_attention: NameError: name 'scaled_dot_product_attention' is not defined"
@@ -206,13 +546,17 @@ def test_batch_grader_gives_each_student_the_grade_deserved(batch):
     assert by["eve", "ex02_masks"]["notes"] == "check_causal_mask is missing (deleted?): 0 points"
     assert by["fay", "ex01_attention"]["integrity"] == "imports scaled_dot_product_attention from transformer_tutorial.attention"
     assert by["fay", "ex02_masks"]["integrity"] == "padding_mask is a copy of transformer_tutorial.masks.padding_mask"
-    assert {k for k, row in by.items() if row["integrity"]} == {("fay", "ex01_attention"), ("fay", "ex02_masks")}
+    assert by["kim", "ex02_masks"]["integrity"].startswith("rebinds the check check_padding_mask")
+    assert "patches the course's package" in by["lee", "ex02_masks"]["integrity"]
+    assert by["mo", "ex02_masks"]["integrity"].startswith("installs an IPython or interpreter hook")
+    assert {k for k, row in by.items() if row["integrity"]} == {("fay", "ex01_attention"), ("fay", "ex02_masks"), ("kim", "ex02_masks"),
+                                                               ("lee", "ex02_masks"), ("mo", "ex02_masks")}
     assert {k for k, row in by.items() if row["notes"]} == {("dee", "ex01_attention"), ("eve", "ex01_attention"), ("eve", "ex02_masks")}
     for student, points in EXPECTED.items():
         assert f"**{points:g} / 3 points**" in (root / "out" / "grades_feedback" / f"{student}.md").read_text(encoding="utf-8")
 
 
-def test_batch_grader_bad_input_is_one_line_each_and_the_rest_is_graded(batch):
+def test_batch_grader_bad_input_is_one_row_and_line_each_and_the_rest_is_graded(batch):
     root, r = batch
     lines = [line for line in r.stderr.splitlines() if line.startswith("transformer-tutorial grade: ")]  # not the progress bar
     broken = [line for line in lines if line.startswith("transformer-tutorial grade: ivy/ex01_attention.ipynb: not a readable notebook (")]
@@ -223,18 +567,34 @@ def test_batch_grader_bad_input_is_one_line_each_and_the_rest_is_graded(batch):
         "ex03_multi_head_attention, ex04_positional_encoding, ex05_layer_norm_feed_forward, ex06_encoder_decoder_layers, "
         "ex07_loss_and_schedule, ex08_online_softmax_tiled_attention, ex09_byte_pair_encoding): skipped",
         "ivy/notes.txt: not a notebook (.ipynb), skipped",
+        "jo/ex02_masks.ipynb: has no check cells of ex02_masks (deleted?): each counts 0",
+        "kit/ex02_masks (copy).ipynb: a second notebook of ex02_masks for kit (kit/ex02_masks.ipynb is graded), skipped",
         "student folders 'Ada', 'ada' look like one student: each is graded under its own name; merge them by hand if they are"])
-    rows = _rows(root / "out" / "grades.csv")
-    assert [(row["student"], row["exercise"], row["points"]) for row in rows if row["student"] in ("Ada", "hal")] == \
-           [("Ada", "ex01_attention", "1.0"), ("hal", "ex02_masks", "2.0")]
-    assert not any(row["student"] == "ivy" for row in rows)
+    rows = {(row["student"], row["notebook"]): row for row in _rows(root / "out" / "grades.csv")}
+    got = {k: (row["exercise"], row["points"], row["max_points"], row["status"]) for k, row in rows.items() if k[0] not in CLASS}
+    assert got == {("Ada", "Ada/ex01_attention.ipynb"): ("ex01_attention", "1.0", "1.0", "ok"),
+                   ("hal", "hal/ex01_attention.ipynb"): ("ex02_masks", "2.0", "2.0", "ok"),
+                   ("ivy", "ivy/ex01_attention.ipynb"): ("ex01_attention", "0.0", "1.0", "unreadable"),
+                   ("ivy", "ivy/homework.ipynb"): ("", "0.0", "0.0", "not graded"),
+                   ("jo", "jo/ex02_masks.ipynb"): ("ex02_masks", "0.0", "2.0", "ok"),
+                   ("..Zoë Ünal", "..Zoë Ünal/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok"),
+                   ("a.b", "a.b/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok"),
+                   ("kit", "kit/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok"),                # the one named as the exercise
+                   ("kit", "kit/ex02_masks (copy).ipynb"): ("ex02_masks", "0.0", "0.0", "not graded"),
+                   ("del", "del/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok")}
+    assert rows["hal", "hal/ex01_attention.ipynb"]["notes"] == "holds exercise ex02_masks (by its check cells): graded as ex02_masks"
+    assert rows["ivy", "ivy/ex01_attention.ipynb"]["notes"].startswith("not a readable notebook (")  # the error's name is nbformat's
+    assert rows["jo", "jo/ex02_masks.ipynb"]["notes"].startswith("has no check cells of ex02_masks (deleted?): each counts 0; it has no code cells")
+    assert rows["kit", "kit/ex02_masks (copy).ipynb"]["notes"] == "a second notebook of ex02_masks: kit/ex02_masks.ipynb is the one graded"
+    assert "writes or deletes files" in rows["del", "del/ex02_masks.ipynb"]["integrity"]
+    assert (root / "class" / "del" / "ex02_masks.ipynb").is_file() and (root / "out" / "grades_feedback" / "..Zoë Ünal.md").is_file()
 
 
 def test_batch_grader_rerun_skips_unchanged_submissions(batch, grader):
     root, _ = batch
     before = (root / "out" / "grades.csv").read_text(encoding="utf-8")
     r = grader.grade(["class", "--out", "out/grades.csv", "--timeout", str(TIMEOUT)], root)
-    assert r.returncode == 0 and "graded 16 notebooks of 9 students (16 unchanged since the last run, not rerun)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "graded 30 notebooks of 18 students (27 unchanged since the last run, not rerun)" in r.stdout, r.stdout + r.stderr
     assert (root / "out" / "grades.csv").read_text(encoding="utf-8") == before
 
 
@@ -261,10 +621,10 @@ def nbgrader_course(grader, tmp_path_factory):
 
 
 @NEEDS_NBGRADER
-def test_nbgrader_loop_grades_every_student(nbgrader_course, grader):
+def test_nbgrader_loop_grades_every_student_but_the_forger(nbgrader_course, grader):
     course, logs = nbgrader_course
     rows = _rows(course / "grades.csv")
-    assert {r["student_id"]: float(r["score"]) for r in rows} == EXPECTED and {r["max_score"] for r in rows} == {"3.0"}
+    assert {r["student_id"]: float(r["score"]) for r in rows} == NBGRADER_EXPECTED and {r["max_score"] for r in rows} == {"3.0"}
     for student in CLASS:
         for e in EXERCISES: assert (course / "feedback" / student / "transformer" / f"{e}.html").is_file(), (student, e)
     # the hung cell was interrupted, and its check scored 0
@@ -276,6 +636,10 @@ def test_nbgrader_loop_grades_every_student(nbgrader_course, grader):
     eve = nbformat.read(course / "autograded" / "eve" / "transformer" / "ex01_attention.ipynb", as_version=4)
     check = next(c for c in eve.cells if c.metadata.get("nbgrader", {}).get("grade"))
     assert check.source == "check_scaled_dot_product_attention(scaled_dot_product_attention)"
+    # lee's patch of the checks was caught inside the kernel, by the checks' own guard
+    lee = nbformat.read(course / "autograded" / "lee" / "transformer" / "ex02_masks.ipynb", as_version=4)
+    errors = [o.get("evalue", "") for c in lee.cells if c.source.startswith("check_") for o in c.outputs if o.get("output_type") == "error"]
+    assert len(errors) == 2 and all("was replaced or removed in this session" in e for e in errors), errors
     # the deleted check cell: no score, and the notebook waits for a manual grade
     query = ("from nbgrader.api import Gradebook\nwith Gradebook('sqlite:///gradebook.db') as gb:\n"
              "    nb = gb.find_submission_notebook('ex02_masks', 'transformer', 'eve')\n"
@@ -285,12 +649,14 @@ def test_nbgrader_loop_grades_every_student(nbgrader_course, grader):
 
 
 @NEEDS_NBGRADER
-def test_batch_grader_reads_nbgrader_folders_and_agrees(nbgrader_course, batch, grader):
-    "nbgrader's submitted/ holds the same notebooks, so the batch grader's cache answers for all of them, and the grades agree."
+def test_batch_grader_reads_nbgrader_folders_and_agrees_but_where_nbgrader_was_forged(nbgrader_course, batch, grader):
+    "nbgrader's submitted/ holds the same notebooks, so the batch grader's cache answers for all of them; it agrees with nbgrader but for the forger."
     course, _ = nbgrader_course
     root, _ = batch
     r = grader.grade([str(course), "--out", "out/grades.csv", "--timeout", str(TIMEOUT)], root)
-    assert r.returncode == 0 and "graded 14 notebooks of 7 students (14 unchanged" in r.stdout, r.stdout + r.stderr
+    n = len(CLASS) * len(EXERCISES)
+    assert r.returncode == 0 and f"graded {n} notebooks of {len(CLASS)} students ({n} unchanged" in r.stdout, r.stdout + r.stderr
     rows = _rows(root / "out" / "grades.csv")
     assert {row["notebook"] for row in rows} == {f"submitted/{s}/transformer/{e}.ipynb" for s in CLASS for e in EXERCISES}
-    assert _totals(rows) == {r["student_id"]: float(r["score"]) for r in _rows(course / "grades.csv")}
+    batch_totals, nbgrader_totals = _totals(rows), {r["student_id"]: float(r["score"]) for r in _rows(course / "grades.csv")}
+    assert {s for s in CLASS if batch_totals[s] != nbgrader_totals[s]} == {"kim"} and batch_totals["kim"] < nbgrader_totals["kim"]

@@ -110,11 +110,19 @@ def _parser():
     s = sub.add_parser('grade', help='grade a folder of submitted notebooks: a CSV of grades and a feedback file per student')
     s.add_argument('submissions', help="folder of STUDENT/EXERCISE.ipynb, or nbgrader's course folder or submitted/ folder")
     s.add_argument('--out', default='grades.csv', help='the CSV to write; the feedback goes to OUT_feedback/ beside it (default: grades.csv)')
-    s.add_argument('--timeout', type=_positive_int, default=300, metavar='SECONDS', help='longest a cell may run before it is '
-                   'interrupted and the notebook marked "timed out" (default: 300)')
+    s.add_argument('--timeout', type=_positive_int, default=300, metavar='SECONDS', help='longest a cell or a check may run before it '
+                   'is interrupted and the notebook marked "timed out" (default: 300)')
+    s.add_argument('--notebook-timeout', type=_positive_int, default=1800, metavar='SECONDS', help='longest a whole notebook may run '
+                   'before its kernel is stopped (default: 1800)')
     s.add_argument('--jobs', type=_positive_int, default=None, metavar='N', help='notebooks run at once (default: the number of cores)')
-    s.add_argument('--memory', type=_positive_int, default=4, metavar='GIB', help="each kernel's memory limit, where the OS "
-                   'sets one (default: 4)')
+    s.add_argument('--memory', type=_positive_int, default=4, metavar='GIB', help="resident memory a kernel and the processes it "
+                   'starts may use together before it is stopped (default: 4)')
+    s.add_argument('--processes', type=_positive_int, default=16, metavar='N', help='processes a kernel may run at once, itself '
+                   'included (default: 16)')
+    s.add_argument('--output', type=_positive_int, default=10, metavar='MIB', help='output a notebook may print before its kernel '
+                   'is stopped (default: 10)')
+    s.add_argument('--no-sandbox', action='store_true', help='run the kernels without Landlock, where it misbehaves (the grader '
+                   'then puts the submissions folder back as it was after grading)')
     return p
 
 def _positive_int(text):
@@ -293,12 +301,15 @@ def _make_assignments(args):
 
 def _grade(args):
     "The `grade` subcommand: one line per problem met on stderr, then what was written."
-    from transformer_tutorial.grading import grade_folder
-    grades = grade_folder(args.submissions, args.out, timeout=args.timeout, jobs=args.jobs, memory_limit=args.memory << 30)
+    from transformer_tutorial.grading import Limits, grade_folder
+    limits = Limits(cell_seconds=args.timeout, notebook_seconds=args.notebook_timeout, memory=args.memory << 30,
+                    processes=args.processes, output=args.output << 20)
+    grades = grade_folder(args.submissions, args.out, limits, jobs=args.jobs, sandbox=not args.no_sandbox)
     for line in grades.problems: print(f"transformer-tutorial grade: {line}", file=sys.stderr)
     students = len({r['student'] for r in grades.rows})
     print(f"graded {len(grades.rows)} notebooks of {students} students ({grades.reused} unchanged since the last run, not rerun): "
           f"{args.out}, feedback in {os.path.splitext(args.out)[0]}_feedback")
+    print(f"kernels: {grades.isolation}")
     return 0
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -9,6 +9,9 @@ from .layers import check_positional_encoding, check_layer_norm, check_feed_forw
 from .training import check_label_smoothed_loss, check_warmup_schedule
 from .flash import check_online_softmax, check_tiled_attention
 from .tokens import check_merge, check_encode
+from .core import _seal
+
+_seal()  # what the checks rely on, as imported: a check fails when a notebook has replaced any of it since (core._untouched)
 
 __all__ = ['check_scaled_dot_product_attention', 'check_padding_mask', 'check_causal_mask', 'check_split_heads',
            'check_merge_heads', 'check_multi_head_attention', 'check_positional_encoding', 'check_layer_norm',

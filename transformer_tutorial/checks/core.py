@@ -7,7 +7,7 @@ __all__ = ['show_failure']
 
 # %% ../../nbs/13_checks.ipynb #0d120a77
 from typing import Callable
-import functools
+import builtins, functools, sys
 import torch
 
 # %% ../../nbs/13_checks.ipynb #5bc4a3e1
@@ -95,14 +95,70 @@ def _probe(fn, args, expected):
     return isinstance(res, (tuple, list)) and _close(res[0], expected)
 
 def _keeps_rng(check):
-    "Decorator: the check builds modules (which draws random numbers) without changing the global random state."
+    "Decorator: the check first makes sure nothing it relies on was replaced since the checks were imported (`_untouched`, below), then builds modules (which draws random numbers) without changing the global random state."
+    untouched = _untouched  # held by the check itself: replacing `_untouched` in this module later changes nothing
     @functools.wraps(check)
     def wrapper(impl):
+        untouched(check.__name__)
         with torch.random.fork_rng(devices=[]): return check(impl)
     return wrapper
 
 def _passed(name, n):
     print(f"✓ {name} passes {n} checks")
+
+# %% ../../nbs/13_checks.ipynb #9d2e4a71
+_BUILTINS = ("abs", "all", "any", "bool", "callable", "dict", "enumerate", "float", "getattr", "hasattr", "id", "int", "isinstance",
+             "issubclass", "iter", "len", "list", "max", "min", "next", "print", "range", "repr", "round", "set", "setattr", "slice",
+             "sorted", "str", "sum", "super", "tuple", "type", "vars", "zip")  # those the checks call (IPython swaps input, exit, ...)
+
+def _sealer(sys=sys, torch=torch, builtins=builtins, names=_BUILTINS, vars=vars, getattr=getattr, isinstance=isinstance, dir=dir,
+            callable=callable, type=type, list=list, tuple=tuple, len=len, all=all, zip=zip, dict=dict, AttributeError=AttributeError,
+            AssertionError=AssertionError, BuiltinMethod=type(len),
+            disabled=getattr(getattr(torch, "_disable_dynamo", None) and torch._disable_dynamo(len), "__code__", None)):
+    "Two functions sharing one record: `seal()` notes what the checks rely on, `untouched(name)` fails a check when any of it was replaced since; every builtin and module they use is theirs, so a notebook that patches those later cannot blind them."
+    record = {}
+    def identity(v):
+        "What a patch replaces: the function behind `v` (a class's bound method is made anew at each lookup), its code, defaults and closure."
+        if isinstance(v, BuiltinMethod) and isinstance(getattr(v, "__self__", None), type): return (v.__self__, v.__name__)
+        if disabled is not None and getattr(v, "__code__", None) is disabled:  # torch's own wrapper (torch._dynamo wraps torch.manual_seed when imported)
+            v = dict(zip(disabled.co_freevars, v.__closure__))["fn"].cell_contents  # counts as what it calls
+        fn = getattr(v, "__func__", v)
+        cells = tuple(getattr(c, "cell_contents", None) for c in (getattr(fn, "__closure__", None) or ()))
+        return (fn, getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None), len(cells),
+                *cells, *(getattr(c, "__code__", None) for c in cells))
+    def looked_up(cls):
+        "What each name of `cls` resolves to, inherited or its own: a method set on torch.Tensor shadows one of its C base."
+        out = {}
+        for k in dir(cls):
+            try: out[k] = getattr(cls, k)
+            except AttributeError: pass
+        return out
+    def relied_on():
+        "(where, value) for what the checks call: the course's functions and classes (and their methods), torch's functions, the methods of tensors and of torch.nn's classes, the builtins."
+        spaces = [(n, vars(m)) for n, m in list(sys.modules.items()) if m is not None and n.split(".")[0] == "transformer_tutorial"]
+        spaces += [("torch", vars(torch)), ("torch.Tensor", looked_up(torch.Tensor)), ("torch.nn.functional", vars(torch.nn.functional)),
+                   ("torch.random", vars(torch.random)), ("builtins", {k: vars(builtins)[k] for k in names if k in vars(builtins)})]
+        spaces += [(f"torch.nn.{k}", looked_up(v)) for k, v in list(vars(torch.nn).items()) if isinstance(v, type)]
+        for where, space in spaces:
+            for k, v in list(space.items()):
+                if not (callable(v) or isinstance(v, (staticmethod, classmethod, property))): continue
+                yield f"{where}.{k}", v
+                if isinstance(v, type) and getattr(v, "__module__", "").split(".")[0] == "transformer_tutorial":
+                    for m, f in list(vars(v).items()):
+                        if callable(f) or isinstance(f, (staticmethod, classmethod, property)): yield f"{where}.{k}.{m}", f
+    def seal():
+        record.clear()
+        record.update((where, identity(v)) for where, v in relied_on())
+    def untouched(name):
+        now = dict(relied_on())
+        for where, then in record.items():
+            gone = where not in now and not where.startswith("transformer_tutorial.")  # the package's own modules may be unloaded
+            if gone or where in now and not all(a is b or type(a) is str and a == b for a, b in zip(identity(now[where]), then)):
+                raise AssertionError(f"{name}: {where} was replaced or removed in this session, so this check cannot trust its own verdict: "
+                                     "restart the kernel and run every cell from the top")
+    return seal, untouched
+
+_seal, _untouched = _sealer()
 
 # %% ../../nbs/13_checks.ipynb #37e576b2
 def show_failure(check: Callable, impl: Callable, *expected: str) -> None:

@@ -10,7 +10,7 @@ from typing import Callable
 import math
 import torch
 import torch.nn.functional as F
-from .core import _randn, _fail, _shape, _close, _maxerr, _call, _try, _diagnose, _passed
+from .core import _randn, _fail, _shape, _close, _maxerr, _call, _try, _diagnose, _passed, _keeps_rng
 
 # %% ../../nbs/13c_training_checks.ipynb #b87b025e
 def _smoothed(logits, target, pad_id, eps, *, on=None, true_weight=None, per=None, mean_over=None, kl=False):
@@ -44,6 +44,7 @@ def _loss_inputs(B, L, V, pad_id, seed, scale=2.0, dtype=torch.float32):
     if L > 2: target[0, -2:] = pad_id                                     # a padded row end
     return logits, target
 
+@_keeps_rng
 def check_label_smoothed_loss(fn: Callable) -> None:
     "Check `fn(logits, target, pad_id, smoothing)`: logits (B, L, V), target (B, L) -> the mean over non-pad positions of the cross-entropy against (1 - smoothing) on the target plus smoothing/V on every class, as `F.cross_entropy(..., ignore_index=pad_id, label_smoothing=smoothing)`; a 0-dim tensor that gradients flow through, finite for large logits, dtype kept."
     name, n = 'label_smoothed_loss', 0
@@ -147,6 +148,7 @@ def _number(name, out, step, warmup):
         _fail(name, f"returned {type(out).__name__} for step={step}, warmup={warmup}: return the factor as a number")
     return float(out)
 
+@_keeps_rng
 def check_warmup_schedule(fn: Callable) -> None:
     "Check `fn(step, warmup)`: the factor LambdaLR multiplies the peak learning rate by at 0-based `step`: with s = step + 1, s / warmup during the warmup and sqrt(warmup / s) after it, 1 at s = warmup; for warmup 1, 4 and 4000, steps 0 to 3 warmups and far beyond."
     name, n = 'warmup_schedule', 0
