@@ -14,6 +14,17 @@ from transformer_tutorial.positional import sinusoidal_positional_encoding
 from transformer_tutorial.layer_norm import LayerNorm
 from transformer_tutorial.feed_forward import PositionwiseFeedForward
 from transformer_tutorial.layers import EncoderLayer, DecoderLayer
+from transformer_tutorial.training import sequence_loss, warmup_inverse_sqrt
+from transformer_tutorial.flash import online_softmax, flash_attention
+from transformer_tutorial.tokenizer import BPETokenizer, merge_pair
+
+
+def _package_encode(text, merges):
+    "The package's tokenizer on `merges` ((id, id) -> new id), its pre-tokenizer keeping the text whole."
+    ranked = sorted(merges.items(), key=lambda kv: kv[1])
+    vocab = {i: bytes([i]) for i in range(256)}
+    for (a, b), new_id in ranked: vocab[new_id] = vocab[a] + vocab[b]
+    return BPETokenizer(vocab, [(a, b, new_id) for (a, b), new_id in ranked], pattern=r'(?s).+').encode(text)
 
 REFERENCES = {
     'check_scaled_dot_product_attention': scaled_dot_product_attention,
@@ -27,6 +38,12 @@ REFERENCES = {
     'check_feed_forward': PositionwiseFeedForward,
     'check_encoder_layer': EncoderLayer,
     'check_decoder_layer': DecoderLayer,
+    'check_label_smoothed_loss': sequence_loss,
+    'check_warmup_schedule': lambda step, warmup: warmup_inverse_sqrt(warmup)(step),
+    'check_online_softmax': online_softmax,
+    'check_tiled_attention': lambda q, k, v, causal, block: flash_attention(q, k, v, causal=causal, block_q=block, block_k=block),
+    'check_merge': merge_pair,
+    'check_encode': _package_encode,
 }
 
 

@@ -17,7 +17,8 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
            'DecoderLayerNormalizesMemory', 'attention_scales_query_in_place', 'attention_in_float32',
            'attention_squeezed', 'padding_mask_from_lengths', 'split_heads_length_from_view',
            'MultiHeadAttentionSoftmaxInFloat32', 'LayerNormNoEps', 'LayerNormUpcastNoCastBack', 'FeedForwardSqueezed',
-           'EncoderLayerOneNorm', 'DecoderLayerOneAttention']
+           'EncoderLayerOneNorm', 'DecoderLayerOneAttention', 'label_smoothing_annotated', 'warmup_counted_from_zero',
+           'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'merge_advances_one', 'encode_characters']
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
 import math
@@ -30,6 +31,7 @@ from .feed_forward import PositionwiseFeedForward
 from .layers import EncoderLayer, DecoderLayer
 from .positional import sinusoidal_positional_encoding
 from .attention import scaled_dot_product_attention
+from .tokenizer import merge_pair
 
 # %% ../nbs/14_pitfalls.ipynb #c632d43c
 MUTANTS = {}  # name -> (name of the check in transformer_tutorial.checks, mutant, substring the check's message must contain)
@@ -405,3 +407,50 @@ MUTANTS['LayerNormUpcastNoCastBack'] = ('check_layer_norm', LayerNormUpcastNoCas
 MUTANTS['FeedForwardSqueezed'] = ('check_feed_forward', FeedForwardSqueezed, 'a single position')
 MUTANTS['EncoderLayerOneNorm'] = ('check_encoder_layer', EncoderLayerOneNorm, 'the self-attention and feed-forward sublayers use the same layer norm')
 MUTANTS['DecoderLayerOneAttention'] = ('check_decoder_layer', DecoderLayerOneAttention, 'self-attention and cross-attention run the same attention module')
+
+# %% ../nbs/14_pitfalls.ipynb #3e8ca5cb
+def label_smoothing_annotated(logits, target, pad_id, smoothing):
+    "The Annotated Transformer's criterion: KL divergence against smoothing/(V - 2) off the target and the pad column, per non-pad token."
+    logp, V = logits.log_softmax(-1), logits.size(-1)                   # (B, L, V)
+    t = torch.full_like(logp, smoothing / (V - 2)).scatter(-1, target.unsqueeze(-1), 1 - smoothing)
+    t[..., pad_id] = 0
+    keep = target != pad_id
+    return torch.nn.functional.kl_div(logp[keep], t[keep], reduction='sum') / keep.sum()
+
+def warmup_counted_from_zero(step, warmup):
+    "The warmup factor with s = step, guarded at 0: the first update has a learning rate of 0."
+    if step == 0: return 0.0
+    return min(step / warmup, math.sqrt(warmup / step))
+
+def online_softmax_not_rescaled(x, block):
+    "A running maximum and sum whose sum is never moved to the new maximum."
+    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype)
+    l = torch.zeros_like(m)
+    for j in range(0, x.size(-1), block):
+        xb = x[..., j:j + block]
+        m = torch.maximum(m, xb.amax(-1))
+        l = l + torch.exp(xb - m[..., None]).sum(-1)                    # missing: l * exp(m_old - m_new)
+    return torch.exp(x - m[..., None]) / l[..., None]
+
+def tiled_attention_whole_matrix(q, k, v, causal, block):
+    "The whole (Lq, Lk) score matrix first, then the blocks: right numbers, none of the memory saved."
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))                 # (B, H, Lq, Lk): what tiling avoids
+    if causal: s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), -math.inf)
+    return torch.cat([s[..., j:j + block] for j in range(0, s.size(-1), block)], -1).softmax(-1) @ v
+
+def merge_advances_one(ids, pair, new_id):
+    "Each match replaces its first id, and the scan goes on at the next position, which is the match's second id."
+    return [new_id if (a, b) == tuple(pair) else a for a, b in zip(ids, ids[1:])] + list(ids[-1:])
+
+def encode_characters(text, merges):
+    "Byte-pair encoding over ord(c) instead of the UTF-8 bytes."
+    ids = [ord(c) for c in text]
+    for pair, new_id in sorted(merges.items(), key=lambda kv: kv[1]): ids = merge_pair(ids, pair, new_id)
+    return ids
+
+MUTANTS['label_smoothing_annotated'] = ('check_label_smoothed_loss', label_smoothing_annotated, "The Annotated Transformer's KL divergence")
+MUTANTS['warmup_counted_from_zero'] = ('check_warmup_schedule', warmup_counted_from_zero, 'the factor at step 0 is 0')
+MUTANTS['online_softmax_not_rescaled'] = ('check_online_softmax', online_softmax_not_rescaled, 'not rescaled when the maximum grows')
+MUTANTS['tiled_attention_whole_matrix'] = ('check_tiled_attention', tiled_attention_whole_matrix, 'score matrix')
+MUTANTS['merge_advances_one'] = ('check_merge', merge_advances_one, 'a match advances one position')
+MUTANTS['encode_characters'] = ('check_encode', encode_characters, 'characters as ord(c), not bytes')

@@ -1,7 +1,8 @@
 """The course's self-checks, one per piece a learner writes: `from transformer_tutorial.checks import check_layer_norm`.
 
-Written by hand: nbdev exports `checks.core` (how a check works, chapter 13), `checks.attention` (13a) and
-`checks.layers` (13b), `checks.training` (13c), `checks.flash` (13d) and `checks.tokens` (13e); this file gathers their checks under one name.
+Written by hand: nbdev exports `checks.core` (how a check works, chapter 13), `checks.attention` (13a),
+`checks.layers` (13b), `checks.training` (13c), `checks.flash` (13d) and `checks.tokens` (13e); this file gathers their
+checks under one name.
 """
 from .attention import (check_scaled_dot_product_attention, check_padding_mask, check_causal_mask, check_split_heads,
                         check_merge_heads, check_multi_head_attention)

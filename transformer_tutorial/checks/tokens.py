@@ -9,7 +9,7 @@ __all__ = ['check_merge', 'check_encode']
 from typing import Callable, Dict, List, Tuple
 from collections import Counter
 from ..tokenizer import merge_pair
-from .core import _fail, _passed
+from .core import _fail, _keeps_rng, _passed
 
 # %% ../../nbs/13e_token_checks.ipynb #f10d8295
 def _listed(name, out, what):
@@ -44,6 +44,7 @@ def _merge_mistakes(ids, pair, new_id):
             (first, "only the first occurrence is merged: replace every occurrence"),
             (text, "matched inside a longer id (the ids joined into a string?): compare ids as numbers")]
 
+@_keeps_rng
 def check_merge(fn: Callable) -> None:
     "Check `fn(ids, pair, new_id)`: a new list in which every occurrence of `pair` in `ids`, left to right and without overlaps, is replaced by `new_id`; the caller's list unchanged; empty and one-id lists."
     name, n = 'merge', 0
@@ -87,6 +88,7 @@ def _encode(text, merges, *, units='utf-8', order='rank'):
         ids = merge_pair(ids, pair, merges[pair])
     return ids
 
+@_keeps_rng
 def check_encode(fn: Callable) -> None:
     "Check `fn(text, merges)`: the UTF-8 bytes of `text` as ids 0-255, then merges applied by rank (the pair with the smallest new id first) until none applies; `merges` maps (id, id) -> new id; empty text, text no merge applies to, non-ASCII characters."
     name, n = 'encode', 0
