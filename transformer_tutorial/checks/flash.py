@@ -10,7 +10,7 @@ from typing import Callable
 import math
 import torch
 from ..flash import LargestTensor
-from .core import _randn, _fail, _shape, _close, _maxerr, _call, _try, _diagnose, _keeps_rng, _passed
+from .core import _randn, _fail, _shape, _close, _maxerr, _call, _diagnose, _keeps_rng, _passed
 
 # %% ../../nbs/13d_flash_checks.ipynb #6226b2e8
 def _online(x, block, *, rescale='right', final='running', skip_partial=False):

@@ -6,7 +6,7 @@
 __all__ = ['check_merge', 'check_encode']
 
 # %% ../../nbs/13e_token_checks.ipynb #04835ebe
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Tuple
 from collections import Counter
 from ..tokenizer import merge_pair
 from .core import _fail, _keeps_rng, _passed

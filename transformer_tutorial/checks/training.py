@@ -9,8 +9,7 @@ __all__ = ['check_label_smoothed_loss', 'check_warmup_schedule']
 from typing import Callable
 import math
 import torch
-import torch.nn.functional as F
-from .core import _randn, _fail, _shape, _close, _maxerr, _call, _try, _diagnose, _passed, _keeps_rng
+from .core import _randn, _fail, _close, _maxerr, _call, _try, _diagnose, _passed, _keeps_rng
 
 # %% ../../nbs/13c_training_checks.ipynb #b87b025e
 def _smoothed(logits, target, pad_id, eps, *, on=None, true_weight=None, per=None, mean_over=None, kl=False):
