@@ -1,5 +1,6 @@
 "Mutation tests for the self-checks: references pass, every registered mutant is rejected with its diagnosis."
 import math
+import re
 
 import pytest
 import torch
@@ -326,13 +327,24 @@ def test_a_check_whose_code_was_replaced_says_so(monkeypatch):
 
 
 def test_a_check_still_passes_after_torch_wraps_its_own_functions():
-    "Importing torch._dynamo (torch.compile does) makes torch.manual_seed a wrapper of itself: not a patch, so the checks still pass."
+    "torch wraps some of its own functions: importing torch._dynamo wraps torch.manual_seed, and running a compiled module wraps nn.Module's __init__ and __setstate__. Those are not patches, so the checks still pass; a patch of the same functions is still caught."
     import subprocess, sys
     code = ("from transformer_tutorial.checks import check_causal_mask\nimport torch, torch._dynamo\n"
             "from transformer_tutorial.masks import causal_mask\ncheck_causal_mask(causal_mask)\n"
+            "torch.compile(torch.nn.Linear(4, 4), backend='eager')(torch.randn(2, 4))\n"
+            "assert torch.nn.Module.__init__.__name__ == 'patched_init'\n"  # torch.compile did wrap it
+            "check_causal_mask(causal_mask)\n"
+            "init = torch.nn.Module.__init__\n"
+            "def patched_init(self, *args, **kwargs): init(self, *args, **kwargs)\n"  # the same name is not torch's wrapper
+            "torch.nn.Module.__init__ = patched_init\n"
+            "try: check_causal_mask(causal_mask)\nexcept AssertionError as e: print(e)\n"
+            "torch.nn.Module.__init__ = init\ncheck_causal_mask(causal_mask)\n"
             "torch.manual_seed = torch._disable_dynamo(lambda seed: None)\n"  # torch's wrapper around something else is still a patch
             "try: check_causal_mask(causal_mask)\nexcept AssertionError as e: print(e)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.splitlines()[0] == "✓ causal_mask passes 12 checks"
-    assert "torch.manual_seed was replaced or removed in this session" in r.stdout.splitlines()[1]
+    out = r.stdout.splitlines()
+    assert out[:2] == ["✓ causal_mask passes 12 checks"] * 2, out
+    assert re.search(r"torch\.nn\.\w+\.__init__ was replaced or removed in this session", out[2]), out  # Module's, as every class without its own sees it
+    assert out[3] == "✓ causal_mask passes 12 checks", out
+    assert "torch.manual_seed was replaced or removed in this session" in out[4], out

@@ -117,11 +117,22 @@ def _sealer(sys=sys, torch=torch, builtins=builtins, names=_BUILTINS, vars=vars,
             disabled=getattr(getattr(torch, "_disable_dynamo", None) and torch._disable_dynamo(len), "__code__", None)):
     "Two functions sharing one record: `seal()` notes what the checks rely on, `untouched(name)` fails a check when any of it was replaced since; every builtin and module they use is theirs, so a notebook that patches those later cannot blind them."
     record = {}
+    def torch_wrapped(v):
+        "The function inside `v` when `v` is one of torch's own wrappers, else None: importing torch._dynamo wraps torch.manual_seed, and torch.compile wraps nn.Module's `__init__` and `__setstate__` (to tag modules made inside a forward)."
+        code, closure = getattr(v, "__code__", None), getattr(v, "__closure__", None)
+        if code is None or not closure: return None
+        inner = dict(zip(code.co_freevars, closure))
+        if code is disabled: return inner["fn"].cell_contents
+        guard = sys.modules.get("torch._dynamo.mutation_guard")
+        install = getattr(guard, "install_generation_tagging_init", None)
+        if install is not None and getattr(v, "__globals__", None) is vars(guard) and code in install.__code__.co_consts:
+            return (inner["init"] if "init" in inner else inner["setstate"]).cell_contents
+        return None
     def identity(v):
         "What a patch replaces: the function behind `v` (a class's bound method is made anew at each lookup), its code, defaults and closure."
         if isinstance(v, BuiltinMethod) and isinstance(getattr(v, "__self__", None), type): return (v.__self__, v.__name__)
-        if disabled is not None and getattr(v, "__code__", None) is disabled:  # torch's own wrapper (torch._dynamo wraps torch.manual_seed when imported)
-            v = dict(zip(disabled.co_freevars, v.__closure__))["fn"].cell_contents  # counts as what it calls
+        inner = torch_wrapped(v)
+        if inner is not None: v = inner  # torch's own wrapper counts as what it calls
         fn = getattr(v, "__func__", v)
         cells = tuple(getattr(c, "cell_contents", None) for c in (getattr(fn, "__closure__", None) or ()))
         return (fn, getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None), len(cells),
