@@ -18,6 +18,8 @@ from transformer_tutorial.layers import EncoderLayer, DecoderLayer
 from transformer_tutorial.training import sequence_loss, warmup_inverse_sqrt
 from transformer_tutorial.flash import online_softmax, flash_attention
 from transformer_tutorial.tokenizer import BPETokenizer, merge_pair
+from transformer_tutorial.gpt import GPT
+from transformer_tutorial.sampling import top_k_filter, top_p_filter, sample_next
 
 
 def _package_encode(text, merges):
@@ -45,6 +47,10 @@ REFERENCES = {
     'check_tiled_attention': lambda q, k, v, causal, block: flash_attention(q, k, v, causal=causal, block_q=block, block_k=block),
     'check_merge': merge_pair,
     'check_encode': _package_encode,
+    'check_gpt_forward': GPT.forward,                  # the class's: the check makes the model's own forward refuse to run
+    'check_top_k_filter': top_k_filter,
+    'check_top_p_filter': top_p_filter,
+    'check_sample_next': sample_next,
 }
 
 

@@ -18,7 +18,9 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
            'attention_squeezed', 'padding_mask_from_lengths', 'split_heads_length_from_view',
            'MultiHeadAttentionSoftmaxInFloat32', 'LayerNormNoEps', 'LayerNormUpcastNoCastBack', 'FeedForwardSqueezed',
            'EncoderLayerOneNorm', 'DecoderLayerOneAttention', 'label_smoothing_annotated', 'warmup_counted_from_zero',
-           'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'merge_advances_one', 'encode_characters']
+           'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'merge_advances_one', 'encode_characters',
+           'gpt_forward_without_mask', 'top_k_filled_with_zero', 'top_p_without_reaching_token',
+           'sample_filtered_before_temperature']
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
 import math
@@ -454,3 +456,34 @@ MUTANTS['online_softmax_not_rescaled'] = ('check_online_softmax', online_softmax
 MUTANTS['tiled_attention_whole_matrix'] = ('check_tiled_attention', tiled_attention_whole_matrix, 'score matrix')
 MUTANTS['merge_advances_one'] = ('check_merge', merge_advances_one, 'a match advances one position')
 MUTANTS['encode_characters'] = ('check_encode', encode_characters, 'characters as ord(c), not bytes')
+
+# %% ../nbs/14_pitfalls.ipynb #b2ca2030
+def gpt_forward_without_mask(model, idx):
+    "A GPT's forward with no causal mask: every position sees the tokens after it."
+    x = model.embed(idx) + model.positions.table.weight[:idx.size(1)]     # (B, L, d_model)
+    for layer in model.layers: x = layer(x, None)
+    return model.head(model.norm(x))
+
+def top_k_filled_with_zero(logits, k):
+    "Top-k that writes 0, not -inf, over the dropped logits."
+    kth = logits.topk(k, dim=-1).values[..., -1:]                         # (..., 1): the k-th largest
+    return logits.masked_fill(logits < kth, 0.0)
+
+def top_p_without_reaching_token(logits, p):
+    "Top-p keeping the tokens whose cumulative probability, their own included, is below p."
+    ranked, order = logits.sort(-1, descending=True)
+    keep = ranked.softmax(-1).cumsum(-1) < p
+    return logits.scatter(-1, order, ranked.masked_fill(~keep, -math.inf))
+
+def sample_filtered_before_temperature(logits, temperature, top_k, top_p, generator):
+    "Top-k and top-p on the raw logits, then the temperature."
+    from transformer_tutorial.sampling import top_k_filter, top_p_filter
+    if temperature == 0: return logits.argmax(-1)
+    z = top_k_filter(logits, top_k) if top_k is not None else logits
+    z = top_p_filter(z, top_p) if top_p is not None else z
+    return torch.multinomial((z / temperature).softmax(-1), 1, generator=generator)[:, 0]
+
+MUTANTS['gpt_forward_without_mask'] = ('check_gpt_forward', gpt_forward_without_mask, 'no causal mask')
+MUTANTS['top_k_filled_with_zero'] = ('check_top_k_filter', top_k_filled_with_zero, 'set dropped logits to -inf')
+MUTANTS['top_p_without_reaching_token'] = ('check_top_p_filter', top_p_without_reaching_token, 'the token that reaches p is dropped')
+MUTANTS['sample_filtered_before_temperature'] = ('check_sample_next', sample_filtered_before_temperature, 'applied before the temperature')
