@@ -19,7 +19,7 @@ from transformer_tutorial.grading import (Limits, copies, copy_detector_rates, c
                                           grade_folder, honest_solutions, identify, isolation, landlock_abi, reference_fingerprints,
                                           reference_uses, tampering)
 from classroom import CLASS, EXERCISES, EXPECTED, IMPORTS_EX02, NBGRADER_EXPECTED, PAD, CAUSAL, STUB, submission, write_class
-import student_bank, student_bank3, student_bank_training
+import student_bank, student_bank3, student_bank_training, student_bank_sampling
 import test_installed
 
 EXERCISE_SET = course_exercises()
@@ -205,11 +205,33 @@ def _verdict(check, impl, through_the_wire):
     return out.getvalue()
 
 
-@pytest.mark.parametrize("check, impl", [(c, i) for c, i, _ in student_bank.BANK + student_bank3.BANK + student_bank_training.BANK],
-                         ids=lambda x: getattr(x, "__name__", x))
+@pytest.mark.parametrize("check, impl", [(c, i) for c, i, _ in student_bank.BANK + student_bank3.BANK + student_bank_training.BANK
+                                           + student_bank_sampling.BANK], ids=lambda x: getattr(x, "__name__", x))
 def test_a_verdict_through_the_wire_is_the_verdict(check, impl):
-    "Every implementation of the three banks, right and wrong, gets the same message from a check through proxies as from the check itself."
+    "Every implementation of four banks, right and wrong, gets the same message from a check through proxies as from the check itself (exercise 13's checks send a GPT and a torch.Generator by value)."
     assert _verdict(check, impl, True) == _verdict(check, impl, False)
+
+
+def test_what_the_wire_sends_by_value_and_what_it_cannot_send():
+    "A course module with a config arrives as an equal copy (a refused forward still refused), a generator as its state; an optimizer cannot be sent, which makes the grader run that check in the kernel."
+    from transformer_tutorial.gpt import GPT
+    model, g = GPT(11, 8, 16, 2, 1, 32).double(), torch.Generator().manual_seed(5)
+    def refuse(*args): raise RuntimeError("not here")
+    refuse.refuses = "Refused"
+    model.forward = refuse
+    link, memo = grading._Link(None, None), {}
+    sent = json.loads(json.dumps(link.wire((model, g), memo)))
+    copy, g2 = grading._unwire(sent, None, {})
+    ids = torch.randint(0, 11, (2, 5))
+    assert torch.equal(GPT.forward(copy, ids), GPT.forward(model, ids)) and copy.embed.weight.dtype == torch.float64
+    assert copy.head.weight is copy.embed.weight                          # tied as in the original
+    with pytest.raises(Exception) as e: copy(ids)
+    assert type(e.value).__name__ == "Refused"
+    assert torch.equal(torch.rand(3, generator=g2), torch.rand(3, generator=g))
+    del model.forward
+    with pytest.raises(grading._Unsendable, match="cannot send a AdamW"): link.wire([torch.optim.AdamW(model.parameters())], {})
+    with pytest.raises(ValueError, match="not a module of the course's"):
+        grading._unwire(dict(sent["v"][0], **{"class": ["torch.nn", "Linear"]}), None, {})
 
 
 def test_an_exception_of_the_students_code_keeps_its_class():

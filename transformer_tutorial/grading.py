@@ -487,7 +487,45 @@ def _unwire(w, held, seen, grad=False):
     if kind == "slice": return slice(*[_unwire(v, held, seen) for v in w["v"]])
     if kind == "...": return Ellipsis
     if kind == "held": return held(w)
+    if kind == "generator":
+        g = torch.Generator()
+        g.set_state(_unwire(w["state"], held, seen))
+        return g
+    if kind == "course module": return _course_module(w, _unwire(w["state"], held, seen))
     raise ValueError(f"not a value this wire carries: {str(w)[:100]}")
+
+class _Unsendable(TypeError):
+    "An object a check passes to the student's code that the wire cannot carry: the grader then runs that check in the kernel."
+
+def _by_value(v, wire):
+    "What the verdict process sends to the kernel by value besides tensors, else None: a CPU torch.Generator (its state), and a module of the course's that has a config (its class, config and weights; a forward the check replaced by a refusal, marked `refuses`, stays refused). Changes the student's code makes to these copies do not come back."
+    import torch
+    if isinstance(v, torch.Generator) and v.device.type == "cpu": return {"t": "generator", "state": wire(v.get_state())}
+    cls = type(v)
+    if not (isinstance(v, torch.nn.Module) and cls.__module__.startswith("transformer_tutorial.") and hasattr(cls, "from_config")
+            and hasattr(getattr(v, "config", None), "to_dict")): return None
+    forward = vars(v).get("forward")
+    if forward is not None and not isinstance(getattr(forward, "refuses", None), str): return None
+    return {"t": "course module", "class": [cls.__module__, cls.__qualname__], "config": v.config.to_dict(), "training": v.training,
+            "state": wire(dict(v.state_dict())), "refuses": forward.refuses if forward is not None else None}
+
+def _course_module(w, state):
+    "The kernel's copy of a module `_by_value` sent: built from its config, in its dtype, with its weights."
+    import importlib, torch
+    module, name = w["class"]
+    cls = getattr(importlib.import_module(module), name, None) if str(module).startswith("transformer_tutorial.") else None
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module) and hasattr(cls, "from_config")):
+        raise ValueError(f"not a module of the course's: {module}.{name}")
+    with torch.random.fork_rng(devices=[]): m = cls.from_config(w["config"])   # its initialization draws: the kernel's RNG is kept
+    floats = [t.dtype for t in state.values() if t.is_floating_point()]
+    m = m.to(floats[0]) if floats else m
+    m.load_state_dict(state)
+    m.train(bool(w["training"]))
+    if w.get("refuses"):
+        refusal = type(str(w["refuses"]), (Exception,), {})
+        def forward(*args, **kwargs): raise refusal("this check asks for the computation from the module's parts, not its own forward")
+        m.forward = forward
+    return m
 
 # %% ../nbs/15a_grading.ipynb #74e23502
 class _Iterator(list):
@@ -646,7 +684,9 @@ class _Link:
     def wire(self, x, memo):
         def hold(v):
             if isinstance(v, _Remote): return {"t": "held", "id": v._id}
-            raise TypeError(f"cannot send a {type(v).__name__} to the student's kernel")
+            sent = _by_value(v, lambda part: _wire(part, hold, memo))
+            if sent is None: raise _Unsendable(f"cannot send a {type(v).__name__} to the student's kernel")
+            return sent
         return _wire(x, hold, memo)
     def unwire(self, w): return _unwire(w, lambda h: _proxy(h, self), {})
     def call(self, target, name, args, kwargs):
@@ -712,12 +752,16 @@ def _verdict_main():
     link = _Link(sys.stdin, questions)
     questions.write(json.dumps({"ready": sorted(checks.__all__)}) + "\n"); questions.flush()
     for line in iter(sys.stdin.readline, ""):
-        req, printed, error = json.loads(line), io.StringIO(), None
+        req, printed, error, unsendable = json.loads(line), io.StringIO(), None, None
         try:
             with contextlib.redirect_stdout(printed): getattr(checks, req["check"])(link.unwire(req["arg"]))
         except _Stopped as e: error = str(e)
-        except Exception as e: error = f"{type(e).__name__}: {e}"
-        questions.write(json.dumps({"done": {"error": error, "printed": printed.getvalue()}}) + "\n"); questions.flush()
+        except Exception as e:
+            error, cause = f"{type(e).__name__}: {e}", e
+            while cause is not None and not isinstance(cause, _Unsendable): cause = cause.__cause__ or cause.__context__
+            unsendable = str(cause) if cause is not None else None
+        done = {"error": error, "printed": printed.getvalue(), "unsendable": unsendable}
+        questions.write(json.dumps({"done": done}) + "\n"); questions.flush()
 
 # %% ../nbs/15a_grading.ipynb #093f57ae
 @dataclass
@@ -878,7 +922,7 @@ class _Verdict:
         import subprocess
         self.proc = subprocess.Popen([sys.executable, "-c", "from transformer_tutorial.grading import _verdict_main; _verdict_main()"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, encoding="utf-8")
-        self.checks = None
+        self.checks, self.unsendable = None, None
 
     def ready(self) -> List[str]:
         "The checks it holds, once it has imported them."
@@ -910,6 +954,7 @@ class _Verdict:
             stop = answer.get("stop")
             self._send(answer)
         if stop is None: await _ask_kernel(client, {"op": "release"}, monotonic() + 10, 10)
+        self.unsendable = question["done"].get("unsendable")  # the check could not pass the student's code one of its objects
         return question["done"]["error"]
 
     def close(self):
@@ -1044,7 +1089,11 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined)
                         if verdicts[index] and "ran longer than" in verdicts[index]:
                             state["status"] = "timed out"
                             notes.append(f"{judged[index][0]}: {verdicts[index]}")
-                    else:
+                        if verdict.unsendable:   # run the cell in the kernel after all, as nbgrader does
+                            del verdicts[index]
+                            notes.append(f"{judged[index][0]} ran in the student's kernel, where its verdict can be forged: "
+                                         f"it passes the student's code an object the grader's wire does not carry ({verdict.unsendable})")
+                    if index not in verdicts:
                         client.timeout = max(1, int(seconds))
                         await client.async_execute_cell(cell, index, execution_count=index + 1)
                         if (errors.get(index) or "").startswith("CellTimeoutError"):
@@ -1147,7 +1196,7 @@ def _write(out, feedback, rows, problems):
 
 # %% ../nbs/15a_grading.ipynb #4b30140c
 COLUMNS = ["student", "exercise", "points", "max_points", "status", "passed", "first_failure", "integrity", "notes", "notebook"]
-_GRADER = 2  # changes when grading changes, so that the cache of an older grader is not reused
+_GRADER = 3  # changes when grading changes, so that the cache of an older grader is not reused
 
 @dataclass
 class Grades:
