@@ -215,3 +215,92 @@ NAMED.update({
     'tiled_whole_matrix': 'the full (64, 64) score matrix',
     'tiled_ignores_causal': 'causal=True is ignored',
 })
+
+# ---------------------------------------------------------------- the backward pass, tiled (going further)
+BACKWARD = 'check_tiled_attention_backward'
+
+def _backward(q, k, v, out, lse, d_out, causal, block, d=lambda p, dp, D: D, scale=True, mask=True, weights=None):
+    "Key blocks outside; `d` gives the D subtracted from dP (the right one by default), `weights` another way to get P."
+    c = 1 / math.sqrt(q.size(-1))
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    D = (d_out * out).sum(-1, keepdim=True)                              # (B, H, Lq, 1)
+    for j in range(0, k.size(-2), block):
+        kj, vj = k[..., j:j + block, :], v[..., j:j + block, :]
+        s = q @ kj.transpose(-2, -1) * c
+        if causal and mask: s = s.masked_fill(torch.arange(j, j + kj.size(-2)) > torch.arange(q.size(-2))[:, None], float('-inf'))
+        p = torch.exp(s - lse.unsqueeze(-1)) if weights is None else weights(s)
+        dp = d_out @ vj.transpose(-2, -1)
+        ds = p * (dp - d(p, dp, D))
+        dv[..., j:j + block, :] += p.transpose(-2, -1) @ d_out
+        dq += ds @ kj * (c if scale else 1)
+        dk[..., j:j + block, :] += ds.transpose(-2, -1) @ q * (c if scale else 1)
+    return dq, dk, dv
+
+@_reg(BACKWARD, correct=True)
+def backward_key_blocks(q, k, v, out, lse, d_out, causal, block):
+    "CORRECT: key blocks outside, D from the output."
+    return _backward(q, k, v, out, lse, d_out, causal, block)
+
+@_reg(BACKWARD, correct=True)
+def backward_query_blocks(q, k, v, out, lse, d_out, causal, block):
+    "CORRECT: query blocks outside, key blocks inside, einsum."
+    c = q.size(-1) ** -0.5
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    for i in range(0, q.size(-2), block):
+        qi, doi, oi, li = q[..., i:i + block, :], d_out[..., i:i + block, :], out[..., i:i + block, :], lse[..., i:i + block]
+        Di = torch.einsum('bhqd,bhqd->bhq', doi, oi)
+        for j in range(0, k.size(-2), block):
+            kj, vj = k[..., j:j + block, :], v[..., j:j + block, :]
+            s = torch.einsum('bhqd,bhkd->bhqk', qi, kj) * c
+            if causal:
+                later = torch.arange(j, j + kj.size(-2))[None, :] > torch.arange(i, i + qi.size(-2))[:, None]
+                s = s.masked_fill(later, -math.inf)
+            p = (s - li[..., None]).exp()
+            dv[..., j:j + block, :] += torch.einsum('bhqk,bhqd->bhkd', p, doi)
+            ds = p * (torch.einsum('bhqd,bhkd->bhqk', doi, vj) - Di[..., None])
+            dq[..., i:i + block, :] += torch.einsum('bhqk,bhkd->bhqd', ds, kj) * c
+            dk[..., j:j + block, :] += torch.einsum('bhqk,bhqd->bhkd', ds, qi) * c
+    return dq, dk, dv
+
+@_reg(BACKWARD, correct=True)
+def backward_chapter_19(q, k, v, out, lse, d_out, causal, block):
+    "CORRECT: chapter 19's backward, called with square tiles."
+    from transformer_tutorial.flash import _flash_backward
+    return _flash_backward(q, k, v, out, lse, d_out, None, causal, block, block)
+
+@_reg(BACKWARD)
+def backward_no_d_term(q, k, v, out, lse, d_out, causal, block):
+    "MISTAKE: dS = P * dP, the softmax's correction forgotten."
+    return _backward(q, k, v, out, lse, d_out, causal, block, d=lambda p, dp, D: 0)
+
+@_reg(BACKWARD)
+def backward_d_from_block(q, k, v, out, lse, d_out, causal, block):
+    "MISTAKE: D as rowsum(P * dP) of the current block."
+    return _backward(q, k, v, out, lse, d_out, causal, block, d=lambda p, dp, D: (p * dp).sum(-1, keepdim=True))
+
+@_reg(BACKWARD)
+def backward_unscaled(q, k, v, out, lse, d_out, causal, block):
+    "MISTAKE: dq and dk without 1/sqrt(d_k)."
+    return _backward(q, k, v, out, lse, d_out, causal, block, scale=False)
+
+@_reg(BACKWARD)
+def backward_unmasked(q, k, v, out, lse, d_out, causal, block):
+    "MISTAKE: the recomputed weights are not masked."
+    return _backward(q, k, v, out, lse, d_out, causal, block, mask=False)
+
+@_reg(BACKWARD)
+def backward_whole_matrix(q, k, v, out, lse, d_out, causal, block):
+    "MISTAKE: right gradients from the whole weight matrix."
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if causal: s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), -math.inf)
+    p = torch.exp(s - lse[..., None])
+    ds = p * (d_out @ v.transpose(-2, -1) - (d_out * out).sum(-1, keepdim=True))
+    return ds @ k / math.sqrt(q.size(-1)), ds.transpose(-2, -1) @ q / math.sqrt(q.size(-1)), p.transpose(-2, -1) @ d_out
+
+NAMED.update({
+    'backward_no_d_term': 'the D term is missing',
+    'backward_d_from_block': "D is computed from one block's weights",
+    'backward_unscaled': 'lack the factor 1/sqrt(d_k)',
+    'backward_unmasked': 'causal=True is ignored in the backward',
+    'backward_whole_matrix': 'the full (64, 64) matrix',
+})

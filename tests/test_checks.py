@@ -16,7 +16,7 @@ from transformer_tutorial.layer_norm import LayerNorm
 from transformer_tutorial.feed_forward import PositionwiseFeedForward
 from transformer_tutorial.layers import EncoderLayer, DecoderLayer
 from transformer_tutorial.training import sequence_loss, warmup_inverse_sqrt
-from transformer_tutorial.flash import online_softmax, flash_attention
+from transformer_tutorial.flash import online_softmax, flash_attention, _flash_backward
 from transformer_tutorial.tokenizer import BPETokenizer, merge_pair
 from transformer_tutorial.gpt import GPT
 from transformer_tutorial.sampling import top_k_filter, top_p_filter, sample_next
@@ -45,6 +45,7 @@ REFERENCES = {
     'check_warmup_schedule': lambda step, warmup: warmup_inverse_sqrt(warmup)(step),
     'check_online_softmax': online_softmax,
     'check_tiled_attention': lambda q, k, v, causal, block: flash_attention(q, k, v, causal=causal, block_q=block, block_k=block),
+    'check_tiled_attention_backward': lambda q, k, v, out, lse, d_out, causal, block: _flash_backward(q, k, v, out, lse, d_out, None, causal, block, block),
     'check_merge': merge_pair,
     'check_encode': _package_encode,
     'check_gpt_forward': GPT.forward,                  # the class's: the check makes the model's own forward refuse to run

@@ -18,9 +18,9 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
            'attention_squeezed', 'padding_mask_from_lengths', 'split_heads_length_from_view',
            'MultiHeadAttentionSoftmaxInFloat32', 'LayerNormNoEps', 'LayerNormUpcastNoCastBack', 'FeedForwardSqueezed',
            'EncoderLayerOneNorm', 'DecoderLayerOneAttention', 'label_smoothing_annotated', 'warmup_counted_from_zero',
-           'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'merge_advances_one', 'encode_characters',
-           'gpt_forward_without_mask', 'top_k_filled_with_zero', 'top_p_without_reaching_token',
-           'sample_filtered_before_temperature']
+           'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'tiled_backward_without_d',
+           'merge_advances_one', 'encode_characters', 'gpt_forward_without_mask', 'top_k_filled_with_zero',
+           'top_p_without_reaching_token', 'sample_filtered_before_temperature']
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
 import math
@@ -440,6 +440,21 @@ def tiled_attention_whole_matrix(q, k, v, causal, block):
     if causal: s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), -math.inf)
     return torch.cat([s[..., j:j + block] for j in range(0, s.size(-1), block)], -1).softmax(-1) @ v
 
+def tiled_backward_without_d(q, k, v, out, lse, d_out, causal, block):
+    "FlashAttention's backward with dS = P * dP: the softmax's correction D = rowsum(dO * O) left out."
+    c = 1 / math.sqrt(q.size(-1))
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    for j in range(0, k.size(-2), block):
+        kj, vj = k[..., j:j + block, :], v[..., j:j + block, :]
+        s = q @ kj.transpose(-2, -1) * c                                 # (B, H, Lq, b)
+        if causal: s = s.masked_fill(torch.arange(j, j + kj.size(-2))[None] > torch.arange(q.size(-2))[:, None], -math.inf)
+        p = torch.exp(s - lse[..., None])
+        dv[..., j:j + block, :] += p.transpose(-2, -1) @ d_out
+        ds = p * (d_out @ vj.transpose(-2, -1))                          # missing: - D
+        dq += ds @ kj * c
+        dk[..., j:j + block, :] += ds.transpose(-2, -1) @ q * c
+    return dq, dk, dv
+
 def merge_advances_one(ids, pair, new_id):
     "Each match replaces its first id, and the scan goes on at the next position, which is the match's second id."
     return [new_id if (a, b) == tuple(pair) else a for a, b in zip(ids, ids[1:])] + list(ids[-1:])
@@ -454,6 +469,7 @@ MUTANTS['label_smoothing_annotated'] = ('check_label_smoothed_loss', label_smoot
 MUTANTS['warmup_counted_from_zero'] = ('check_warmup_schedule', warmup_counted_from_zero, 'the factor at step 0 is 0')
 MUTANTS['online_softmax_not_rescaled'] = ('check_online_softmax', online_softmax_not_rescaled, 'not rescaled when the maximum grows')
 MUTANTS['tiled_attention_whole_matrix'] = ('check_tiled_attention', tiled_attention_whole_matrix, 'score matrix')
+MUTANTS['tiled_backward_without_d'] = ('check_tiled_attention_backward', tiled_backward_without_d, 'the D term is missing')
 MUTANTS['merge_advances_one'] = ('check_merge', merge_advances_one, 'a match advances one position')
 MUTANTS['encode_characters'] = ('check_encode', encode_characters, 'characters as ord(c), not bytes')
 
