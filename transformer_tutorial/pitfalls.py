@@ -18,7 +18,8 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
            'attention_squeezed', 'padding_mask_from_lengths', 'split_heads_length_from_view',
            'MultiHeadAttentionSoftmaxInFloat32', 'LayerNormNoEps', 'LayerNormUpcastNoCastBack', 'FeedForwardSqueezed',
            'EncoderLayerOneNorm', 'DecoderLayerOneAttention', 'label_smoothing_annotated', 'warmup_counted_from_zero',
-           'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'merge_advances_one', 'encode_characters']
+           'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'merge_advances_one', 'encode_characters',
+           'train_step_clips_after_step', 'train_loop_schedules_first']
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
 import math
@@ -32,6 +33,7 @@ from .layers import EncoderLayer, DecoderLayer
 from .positional import sinusoidal_positional_encoding
 from .attention import scaled_dot_product_attention
 from .tokenizer import merge_pair
+from .training import sequence_loss, train_step
 
 # %% ../nbs/14_pitfalls.ipynb #c632d43c
 MUTANTS = {}  # name -> (name of the check in transformer_tutorial.checks, mutant, substring the check's message must contain)
@@ -448,9 +450,30 @@ def encode_characters(text, merges):
     for pair, new_id in sorted(merges.items(), key=lambda kv: kv[1]): ids = merge_pair(ids, pair, new_id)
     return ids
 
+def train_step_clips_after_step(model, batch, optimizer, pad_id, clip):
+    "A training step that clips the gradient norm after optimizer.step(), which has already used the unclipped gradient."
+    model.train()
+    optimizer.zero_grad()
+    loss = sequence_loss(batch.logits(model), batch.targets, pad_id)
+    loss.backward()
+    optimizer.step()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)            # too late: changes .grad, not the weights
+    return loss.item()
+
+def train_loop_schedules_first(model, next_batch, steps, optimizer, scheduler, pad_id, clip):
+    "A training loop that steps the scheduler before the optimizer: each update runs at the next step's learning rate."
+    losses = []
+    for _ in range(steps):
+        scheduler.step()                                                 # belongs after the step
+        model.train()
+        losses.append(train_step(model, next_batch(), optimizer, pad_id, clip=clip)[0])
+    return losses
+
 MUTANTS['label_smoothing_annotated'] = ('check_label_smoothed_loss', label_smoothing_annotated, "The Annotated Transformer's KL divergence")
 MUTANTS['warmup_counted_from_zero'] = ('check_warmup_schedule', warmup_counted_from_zero, 'the factor at step 0 is 0')
 MUTANTS['online_softmax_not_rescaled'] = ('check_online_softmax', online_softmax_not_rescaled, 'not rescaled when the maximum grows')
 MUTANTS['tiled_attention_whole_matrix'] = ('check_tiled_attention', tiled_attention_whole_matrix, 'score matrix')
 MUTANTS['merge_advances_one'] = ('check_merge', merge_advances_one, 'a match advances one position')
 MUTANTS['encode_characters'] = ('check_encode', encode_characters, 'characters as ord(c), not bytes')
+MUTANTS['train_step_clips_after_step'] = ('check_train_step', train_step_clips_after_step, 'clipped after optimizer.step()')
+MUTANTS['train_loop_schedules_first'] = ('check_train_loop', train_loop_schedules_first, "scheduler.step() is called before the optimizer's step")
