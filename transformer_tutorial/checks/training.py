@@ -244,11 +244,12 @@ def _steps(step, calls, pad_id, clip, dropout=0.1):
     return out, model, before
 
 def _describe(calls, pad_id, clip):
+    "The run in words, for the messages."
     return (f"{'one call' if len(calls) == 1 else f'{len(calls)} calls in a row'} on a fresh model with dropout 0.1 in eval mode, "
             f"SGD with lr {_LR}, pad_id {pad_id}, clip {clip}")
 
 def _student_steps(name, fn, calls, pad_id, clip):
-    "The student's `_steps`, each way it can fail said in one sentence."
+    "Run the student's step as _steps(...) does, each way it can fail said in one sentence."
     what = _describe(calls, pad_id, clip)
     try:
         with warnings.catch_warnings():
