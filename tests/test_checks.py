@@ -15,7 +15,7 @@ from transformer_tutorial.positional import sinusoidal_positional_encoding
 from transformer_tutorial.layer_norm import LayerNorm
 from transformer_tutorial.feed_forward import PositionwiseFeedForward
 from transformer_tutorial.layers import EncoderLayer, DecoderLayer
-from transformer_tutorial.training import sequence_loss, warmup_inverse_sqrt
+from transformer_tutorial.training import sequence_loss, warmup_inverse_sqrt, train_step, train
 from transformer_tutorial.flash import online_softmax, flash_attention, _flash_backward
 from transformer_tutorial.tokenizer import BPETokenizer, merge_pair
 from transformer_tutorial.gpt import GPT
@@ -43,6 +43,9 @@ REFERENCES = {
     'check_decoder_layer': DecoderLayer,
     'check_label_smoothed_loss': sequence_loss,
     'check_warmup_schedule': lambda step, warmup: warmup_inverse_sqrt(warmup)(step),
+    'check_train_step': lambda model, batch, optimizer, pad_id, clip: (model.train(), train_step(model, batch, optimizer, pad_id, clip=clip))[1][0],
+    'check_train_loop': lambda model, next_batch, steps, optimizer, scheduler, pad_id, clip:
+        train(model, next_batch, steps, optimizer, scheduler, pad_id, clip=clip, progress=False)['loss'],
     'check_online_softmax': online_softmax,
     'check_tiled_attention': lambda q, k, v, causal, block: flash_attention(q, k, v, causal=causal, block_q=block, block_k=block),
     'check_tiled_attention_backward': lambda q, k, v, out, lse, d_out, causal, block: _flash_backward(q, k, v, out, lse, d_out, None, causal, block, block),

@@ -587,7 +587,8 @@ def test_batch_grader_bad_input_is_one_row_and_line_each_and_the_rest_is_graded(
         "hal/ex01_attention.ipynb: holds exercise ex02_masks (by its check cells): graded as ex02_masks",
         "ivy/homework.ipynb: no check cells, and its name is none of the exercises' (ex01_attention, ex02_masks, "
         "ex03_multi_head_attention, ex04_positional_encoding, ex05_layer_norm_feed_forward, ex06_encoder_decoder_layers, "
-        "ex07_loss_and_schedule, ex08_online_softmax_tiled_attention, ex09_byte_pair_encoding, ex13_gpt_and_sampling): skipped",
+        "ex07_loss_and_schedule, ex08_online_softmax_tiled_attention, ex09_byte_pair_encoding, ex10_training_step, "
+        "ex13_gpt_and_sampling): skipped",
         "ivy/notes.txt: not a notebook (.ipynb), skipped",
         "jo/ex02_masks.ipynb: has no check cells of ex02_masks (deleted?): each counts 0",
         "kit/ex02_masks (copy).ipynb: a second notebook of ex02_masks for kit (kit/ex02_masks.ipynb is graded), skipped",
@@ -682,3 +683,20 @@ def test_batch_grader_reads_nbgrader_folders_and_agrees_but_where_nbgrader_was_f
     assert {row["notebook"] for row in rows} == {f"submitted/{s}/transformer/{e}.ipynb" for s in CLASS for e in EXERCISES}
     batch_totals, nbgrader_totals = _totals(rows), {r["student_id"]: float(r["score"]) for r in _rows(course / "grades.csv")}
     assert {s for s in CLASS if batch_totals[s] != nbgrader_totals[s]} == {"kim"} and batch_totals["kim"] < nbgrader_totals["kim"]
+
+
+def test_exercise_10_is_graded_in_the_kernel_and_the_notes_say_why(grader, tmp_path):
+    "Its checks hand the student's code a model and an optimizer, which the wire cannot send: they run in the kernel; the solution scores 2 of 2, the untouched student version 0, failing with NotImplementedError."
+    solution = json.loads((exercise_folder() / "ex10_training_step.ipynb").read_text(encoding="utf-8"))
+    student = json.loads(json.dumps(solution))
+    for c in student["cells"]:
+        if c["metadata"].get("nbgrader", {}).get("solution"): c["source"] = strip_solutions("".join(c["source"]))
+    for who, nb in (("ada", solution), ("una", student)):
+        (tmp_path / "class" / who).mkdir(parents=True)
+        (tmp_path / "class" / who / "ex10_training_step.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    r = grader.grade(["class", "--out", "out/grades.csv", "--timeout", "300"], tmp_path)  # the training demonstration may take a while
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    by = {row["student"]: row for row in _rows(tmp_path / "out" / "grades.csv")}
+    assert (float(by["ada"]["points"]), float(by["ada"]["max_points"])) == (2, 2), by["ada"]
+    assert by["ada"]["notes"].count("which cannot cross to the kernel") == 2, by["ada"]
+    assert float(by["una"]["points"]) == 0 and "NotImplementedError" in by["una"]["first_failure"], by["una"]

@@ -1,12 +1,13 @@
-"The self-checks against banks of student implementations they were not written from (tests/student_bank.py, tests/student_bank3.py, tests/student_bank_training.py, tests/student_bank_flash.py, tests/student_bank_bpe.py, tests/student_bank_sampling.py)."
+"The self-checks against banks of student implementations they were not written from (tests/student_bank.py, tests/student_bank3.py, tests/student_bank_training.py, tests/student_bank_flash.py, tests/student_bank_bpe.py, tests/student_bank_loop.py, tests/student_bank_sampling.py)."
 import contextlib, io
 
 import pytest
 
 from transformer_tutorial import checks
-import student_bank, student_bank3, student_bank_training, student_bank_flash, student_bank_bpe, student_bank_sampling
+import student_bank, student_bank3, student_bank_training, student_bank_flash, student_bank_bpe, student_bank_loop, student_bank_sampling
 
-BANK = student_bank.BANK + student_bank3.BANK + student_bank_training.BANK + student_bank_flash.BANK + student_bank_bpe.BANK + student_bank_sampling.BANK
+BANK = student_bank.BANK + student_bank3.BANK + student_bank_training.BANK + student_bank_flash.BANK + student_bank_bpe.BANK
+BANK += student_bank_loop.BANK + student_bank_sampling.BANK
 
 # the mistake each message must name
 NAMED = {
@@ -93,6 +94,7 @@ NAMED = {
 NAMED.update(student_bank_training.NAMED)
 NAMED.update(student_bank_flash.NAMED)
 NAMED.update(student_bank_bpe.NAMED)
+NAMED.update(student_bank_loop.NAMED)
 NAMED.update(student_bank_sampling.NAMED)
 # rejected without their mistake named: the message only says how the result is wrong (the verdict it must give)
 UNNAMED = {

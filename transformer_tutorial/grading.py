@@ -743,6 +743,8 @@ class _Loopback(_Link):
         "A proxy of what `name` holds in the namespace."
         return self.unwire(json.loads(_serve(self.ns, json.dumps({"op": "lookup", "name": name})))["ok"])
 
+_IN_KERNEL = ("check_train_step", "check_train_loop")  # they hand the student's code a model and an optimizer of their own, which the wire cannot send
+
 def _verdict_main():
     "The verdict process (`python -c 'from transformer_tutorial.grading import _verdict_main; _verdict_main()'`): imports the course's checks before any student's code runs, then runs the check each line of stdin names against a proxy of the student's object, and answers with its verdict."
     import contextlib
@@ -750,7 +752,7 @@ def _verdict_main():
     questions = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # what anything else prints goes to stderr, never into the answers
     link = _Link(sys.stdin, questions)
-    questions.write(json.dumps({"ready": sorted(checks.__all__)}) + "\n"); questions.flush()
+    questions.write(json.dumps({"ready": sorted(set(checks.__all__) - set(_IN_KERNEL))}) + "\n"); questions.flush()
     for line in iter(sys.stdin.readline, ""):
         req, printed, error, unsendable = json.loads(line), io.StringIO(), None, None
         try:
@@ -1161,7 +1163,9 @@ def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, referenc
         err = ("its check cell is missing" if i is None else report["verdicts"][i] if i in report["verdicts"] else
                report["errors"][i] if i in report["errors"] else f"not run: {ended} before it" if ended else "not run")
         checks.append([_short(g, ex.name), err])
-    notes += [f"{_short(g, ex.name)} ran in the student's kernel, where its verdict can be forged (not a course check called on one name)"
+    why = lambda source: ("it hands the student's code a model and an optimizer, which cannot cross to the kernel" if _verdict_call(source, _IN_KERNEL)
+                          else "not a course check called on one name")
+    notes += [f"{_short(g, ex.name)} ran in the student's kernel, where its verdict can be forged ({why(c.source)})"
               for g, c in cells.items() if g in ex.checks and index[id(c)] not in judged]
     failed = [f"{name}: {err}" for name, err in checks if err]
     return {"exercise": ex.name, "points": sum((p for (name, err), (_, p) in zip(checks, ex.checks.values()) if not err), 0.0),

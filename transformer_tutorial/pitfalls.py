@@ -19,8 +19,9 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
            'MultiHeadAttentionSoftmaxInFloat32', 'LayerNormNoEps', 'LayerNormUpcastNoCastBack', 'FeedForwardSqueezed',
            'EncoderLayerOneNorm', 'DecoderLayerOneAttention', 'label_smoothing_annotated', 'warmup_counted_from_zero',
            'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'tiled_backward_without_d',
-           'merge_advances_one', 'encode_characters', 'gpt_forward_without_mask', 'top_k_filled_with_zero',
-           'top_p_without_reaching_token', 'sample_filtered_before_temperature']
+           'merge_advances_one', 'encode_characters', 'train_step_clips_after_step', 'train_loop_schedules_first',
+           'gpt_forward_without_mask', 'top_k_filled_with_zero', 'top_p_without_reaching_token',
+           'sample_filtered_before_temperature']
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
 import math
@@ -34,6 +35,7 @@ from .layers import EncoderLayer, DecoderLayer
 from .positional import sinusoidal_positional_encoding
 from .attention import scaled_dot_product_attention
 from .tokenizer import merge_pair
+from .training import sequence_loss, train_step
 
 # %% ../nbs/14_pitfalls.ipynb #c632d43c
 MUTANTS = {}  # name -> (name of the check in transformer_tutorial.checks, mutant, substring the check's message must contain)
@@ -465,6 +467,25 @@ def encode_characters(text, merges):
     for pair, new_id in sorted(merges.items(), key=lambda kv: kv[1]): ids = merge_pair(ids, pair, new_id)
     return ids
 
+def train_step_clips_after_step(model, batch, optimizer, pad_id, clip):
+    "A training step that clips the gradient norm after optimizer.step(), which has already used the unclipped gradient."
+    model.train()
+    optimizer.zero_grad()
+    loss = sequence_loss(batch.logits(model), batch.targets, pad_id)
+    loss.backward()
+    optimizer.step()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)            # too late: changes .grad, not the weights
+    return loss.item()
+
+def train_loop_schedules_first(model, next_batch, steps, optimizer, scheduler, pad_id, clip):
+    "A training loop that steps the scheduler before the optimizer: each update runs at the next step's learning rate."
+    losses = []
+    for _ in range(steps):
+        scheduler.step()                                                 # belongs after the step
+        model.train()
+        losses.append(train_step(model, next_batch(), optimizer, pad_id, clip=clip)[0])
+    return losses
+
 MUTANTS['label_smoothing_annotated'] = ('check_label_smoothed_loss', label_smoothing_annotated, "The Annotated Transformer's KL divergence")
 MUTANTS['warmup_counted_from_zero'] = ('check_warmup_schedule', warmup_counted_from_zero, 'the factor at step 0 is 0')
 MUTANTS['online_softmax_not_rescaled'] = ('check_online_softmax', online_softmax_not_rescaled, 'not rescaled when the maximum grows')
@@ -472,6 +493,8 @@ MUTANTS['tiled_attention_whole_matrix'] = ('check_tiled_attention', tiled_attent
 MUTANTS['tiled_backward_without_d'] = ('check_tiled_attention_backward', tiled_backward_without_d, 'the D term is missing')
 MUTANTS['merge_advances_one'] = ('check_merge', merge_advances_one, 'a match advances one position')
 MUTANTS['encode_characters'] = ('check_encode', encode_characters, 'characters as ord(c), not bytes')
+MUTANTS['train_step_clips_after_step'] = ('check_train_step', train_step_clips_after_step, 'clipped after optimizer.step()')
+MUTANTS['train_loop_schedules_first'] = ('check_train_loop', train_loop_schedules_first, "scheduler.step() is called before the optimizer's step")
 
 # %% ../nbs/14_pitfalls.ipynb #b2ca2030
 def gpt_forward_without_mask(model, idx):
