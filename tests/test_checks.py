@@ -18,6 +18,7 @@ from transformer_tutorial.layers import EncoderLayer, DecoderLayer
 from transformer_tutorial.training import sequence_loss, warmup_inverse_sqrt
 from transformer_tutorial.flash import online_softmax, flash_attention
 from transformer_tutorial.tokenizer import BPETokenizer, merge_pair
+from transformer_tutorial.decoding import greedy_decode, _attend
 
 
 def _package_encode(text, merges):
@@ -26,6 +27,12 @@ def _package_encode(text, merges):
     vocab = {i: bytes([i]) for i in range(256)}
     for (a, b), new_id in ranked: vocab[new_id] = vocab[a] + vocab[b]
     return BPETokenizer(vocab, [(a, b, new_id) for (a, b), new_id in ranked], pattern=r'(?s).+').encode(text)
+
+def _package_cached_step(mha, y, past_k, past_v):
+    "The package's attention of decoding (`_attend`) over the cache with this position's key and value appended."
+    k = torch.cat([past_k, split_heads(mha.w_k(y), mha.num_heads)], 2)
+    v = torch.cat([past_v, split_heads(mha.w_v(y), mha.num_heads)], 2)
+    return _attend(mha, y, k, v), k, v
 
 REFERENCES = {
     'check_scaled_dot_product_attention': scaled_dot_product_attention,
@@ -45,6 +52,8 @@ REFERENCES = {
     'check_tiled_attention': lambda q, k, v, causal, block: flash_attention(q, k, v, causal=causal, block_q=block, block_k=block),
     'check_merge': merge_pair,
     'check_encode': _package_encode,
+    'check_cached_self_attention': _package_cached_step,
+    'check_greedy_decode_cached': lambda model, src, max_len, start_id, end_id, pad_id: greedy_decode(model, src, max_len, start_id, end_id, pad_id),
 }
 
 

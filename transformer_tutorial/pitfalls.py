@@ -18,7 +18,8 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
            'attention_squeezed', 'padding_mask_from_lengths', 'split_heads_length_from_view',
            'MultiHeadAttentionSoftmaxInFloat32', 'LayerNormNoEps', 'LayerNormUpcastNoCastBack', 'FeedForwardSqueezed',
            'EncoderLayerOneNorm', 'DecoderLayerOneAttention', 'label_smoothing_annotated', 'warmup_counted_from_zero',
-           'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'merge_advances_one', 'encode_characters']
+           'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'merge_advances_one', 'encode_characters',
+           'cached_attention_before_append', 'greedy_cached_position_zero']
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
 import math
@@ -454,3 +455,37 @@ MUTANTS['online_softmax_not_rescaled'] = ('check_online_softmax', online_softmax
 MUTANTS['tiled_attention_whole_matrix'] = ('check_tiled_attention', tiled_attention_whole_matrix, 'score matrix')
 MUTANTS['merge_advances_one'] = ('check_merge', merge_advances_one, 'a match advances one position')
 MUTANTS['encode_characters'] = ('check_encode', encode_characters, 'characters as ord(c), not bytes')
+
+# %% ../nbs/14_pitfalls.ipynb #cd7ea436
+def cached_attention_before_append(mha, y, past_k, past_v):
+    "One cached self-attention step whose query reads the cache before this position's key and value join it."
+    H = mha.num_heads
+    q, k, v = (split_heads(w(y), H) for w in (mha.w_q, mha.w_k, mha.w_v))   # (B, H, 1, d_head) each
+    out = torch.nn.functional.scaled_dot_product_attention(q, past_k, past_v)   # the cache of t positions, without position t
+    return mha.w_o(merge_heads(out)), torch.cat([past_k, k], 2), torch.cat([past_v, v], 2)
+
+@torch.no_grad()
+def greedy_cached_position_zero(model, src, max_len, start_id, end_id, pad_id):
+    "Greedy decoding with a key/value cache that embeds each new token with model.positional, which adds pe[:1]: position 0 at every step."
+    src_mask = (src != pad_id)[:, None, None, :]                            # (B, 1, 1, Ls)
+    memory = model.encode(src, src_mask)
+    B, H = src.size(0), model.config.num_heads
+    cache = [(memory.new_zeros(B, H, 0, model.config.d_model // H),) * 2 for _ in model.decoder.layers]
+    token, done, out = torch.full((B,), start_id), torch.zeros(B, dtype=torch.bool), []
+    for _ in range(max_len):
+        x = model.positional(model.tgt_embed(token[:, None]))                # (B, 1, d_model): pe[0], whatever the step
+        for i, layer in enumerate(model.decoder.layers):
+            h = layer.sublayers[0].norm(x)
+            q, k, v = (split_heads(w(h), H) for w in (layer.self_attn.w_q, layer.self_attn.w_k, layer.self_attn.w_v))
+            cache[i] = (torch.cat([cache[i][0], k], 2), torch.cat([cache[i][1], v], 2))
+            x = x + layer.self_attn.w_o(merge_heads(torch.nn.functional.scaled_dot_product_attention(q, *cache[i])))
+            x = layer.sublayers[1](x, lambda y: layer.cross_attn(y, memory, memory, src_mask)[0])
+            x = layer.sublayers[2](x, layer.feed_forward)
+        token = model.output(model.decoder.norm(x))[:, 0].argmax(-1).masked_fill(done, pad_id)
+        out.append(token)
+        done |= token == end_id
+        if done.all(): break
+    return torch.stack(out, 1)
+
+MUTANTS['cached_attention_before_append'] = ('check_cached_self_attention', cached_attention_before_append, 'the newest position is missing')
+MUTANTS['greedy_cached_position_zero'] = ('check_greedy_decode_cached', greedy_cached_position_zero, "position 0's positional encoding")
