@@ -321,3 +321,166 @@ NAMED.update({
     'greedy_recompute': 'recomputes the keys of the whole prefix',
     'greedy_with_start': 'the start token is not part of the output',
 })
+
+# ---------------------------------------------------------------- exercise 12: the length penalty and beam search
+PENALTY, BEAM = 'check_length_penalty', 'check_beam_search'
+
+@_reg(PENALTY, correct=True)
+def penalty_formula(length, alpha):
+    "CORRECT: GNMT's formula as written."
+    return ((5 + length) / 6) ** alpha
+
+@_reg(PENALTY, correct=True)
+def penalty_one_plus(length, alpha):
+    "CORRECT: the same number as 1 + (length - 1) / 6."
+    return (1 + (length - 1) / 6) ** alpha
+
+@_reg(PENALTY, correct=True)
+def penalty_builtin_pow(length, alpha):
+    "CORRECT: the builtin pow, which works on numbers and tensors."
+    return pow((length + 5) / 6, alpha)
+
+@_reg(PENALTY)
+def penalty_six_outside(length, alpha):
+    "MISTAKE: (5 + length) ** alpha / 6."
+    return (5 + length) ** alpha / 6
+
+@_reg(PENALTY)
+def penalty_length_power(length, alpha):
+    "MISTAKE: length ** alpha, the simpler normalization."
+    return length ** alpha
+
+@_reg(PENALTY)
+def penalty_times_alpha(length, alpha):
+    "MISTAKE: alpha multiplies instead of being the exponent."
+    return (5 + length) / 6 * alpha
+
+@_reg(PENALTY)
+def penalty_math_pow(length, alpha):
+    "MISTAKE: math.pow, which turns a tensor of lengths into an error."
+    return math.pow((5 + length) / 6, alpha)
+
+NAMED.update({
+    'penalty_six_outside': 'the division by 6 is outside the power',
+    'penalty_length_power': 'length ** alpha is the simpler penalty',
+    'penalty_times_alpha': 'alpha multiplies instead of being the exponent',
+    'penalty_math_pow': 'math.pow and math.exp do not',
+})
+
+from transformer_tutorial.decoding import KVCache, decode_step
+
+def _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, *, normalize=True, at_the_end=False,
+                 finished='pad', joint=True, probabilities=False, all_beams_live=False):
+    "The pieces every beam search below shares, with the choice each one changes."
+    K, V = beam_size, model.config.tgt_vocab_size
+    src_mask = padding_mask(src, pad_id).repeat_interleave(K, 0)           # (K, 1, 1, Ls)
+    cache = KVCache(model, model.encode(src.repeat_interleave(K, 0), src_mask), max_len)
+    ys = torch.full((K, 1), start_id, dtype=torch.long)
+    score = torch.zeros(K, dtype=cache.keys.dtype)
+    if not all_beams_live: score[1:] = -math.inf
+    if probabilities: score = score.exp()
+    length, done = torch.zeros(K), torch.zeros(K, dtype=torch.bool)
+    for t in range(max_len):
+        step = decode_step(model, ys[:, -1], cache, src_mask).log_softmax(-1)
+        if finished == 'pad':
+            step = step.masked_fill(done[:, None], -math.inf)
+            step[done, pad_id] = 0.0
+        elif finished == 'drop': step = step.masked_fill(done[:, None], -math.inf)
+        cand = score[:, None] * step.exp() if probabilities else score[:, None] + step
+        cand_len = (length + (1.0 if finished == 'extend' else (~done).float()))[:, None].expand(K, V)
+        rank = cand / penalty_formula(cand_len, alpha) if normalize and not at_the_end else cand
+        if joint or t == 0: best = rank.flatten().topk(K).indices
+        else: best = torch.arange(K) * V + rank.argmax(-1)
+        rows, token = best // V, best % V
+        score, length = cand.flatten()[best], cand_len.flatten()[best]
+        ys = torch.cat([ys[rows], token[:, None]], 1)
+        cache.reorder(rows)
+        done = (torch.zeros_like(done) if finished == 'extend' else done[rows]) | (token == end_id)
+        if done.all(): break
+    final = score / penalty_formula(length, alpha) if normalize else score
+    top = int(final.argmax())
+    return ys[top:top + 1, 1:int(length[top]) + 1]
+
+@_reg(BEAM, correct=True)
+@torch.no_grad()
+def beam_masked_fill(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "CORRECT: finished rows masked to -inf but pad, one flat topk."
+    return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id)
+
+@_reg(BEAM, correct=True)
+@torch.no_grad()
+def beam_python_candidates(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "CORRECT: hypotheses as Python lists, the prefix recomputed for the live ones, candidates ranked with sorted()."
+    src_mask = padding_mask(src, pad_id)
+    memory = model.encode(src, src_mask)
+    hyps = [([], 0.0, False)]                                               # (tokens, log-probability, finished)
+    for t in range(max_len):
+        live = [h for h in hyps if not h[2]]
+        tgt = torch.tensor([[start_id] + h[0] for h in live])              # every live hypothesis has t tokens
+        logp = model.decode(tgt, memory.expand(len(live), -1, -1), causal_mask(t + 1), src_mask.expand(len(live), -1, -1, -1))[:, -1].log_softmax(-1)
+        cands = [h for h in hyps if h[2]]                                   # finished ones compete as they are
+        for (tokens, s, _), row in zip(live, logp):
+            cands += [(tokens + [v], s + row[v].item(), v == end_id) for v in range(row.numel())]
+        hyps = sorted(cands, key=lambda h: -h[1] / penalty_formula(len(h[0]), alpha))[:beam_size]
+        if all(h[2] for h in hyps): break
+    best = max(hyps, key=lambda h: h[1] / penalty_formula(len(h[0]), alpha))
+    return torch.tensor([best[0]])
+
+@_reg(BEAM, correct=True)
+@torch.no_grad()
+def beam_course_kvcache(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "CORRECT: the course's beam_search on a batch of one."
+    from transformer_tutorial.decoding import beam_search
+    return beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id)
+
+@_reg(BEAM)
+@torch.no_grad()
+def beam_unnormalized(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "MISTAKE: alpha never used: hypotheses ranked by their summed log-probability."
+    return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, normalize=False)
+
+@_reg(BEAM)
+@torch.no_grad()
+def beam_normalized_at_the_end(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "MISTAKE: raw log-probabilities while searching, the penalty only for the final choice."
+    return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, at_the_end=True)
+
+@_reg(BEAM)
+@torch.no_grad()
+def beam_extends_finished(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "MISTAKE: a beam that produced end_id goes on like any other."
+    return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, finished='extend')
+
+@_reg(BEAM)
+@torch.no_grad()
+def beam_drops_finished(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "MISTAKE: finished beams get -inf for every token, so they fall out of the beam."
+    return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, finished='drop')
+
+@_reg(BEAM)
+@torch.no_grad()
+def beam_topk_per_beam(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "MISTAKE: after the first step each beam takes its own best token."
+    return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, joint=False)
+
+@_reg(BEAM)
+@torch.no_grad()
+def beam_probabilities_multiplied(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "MISTAKE: probabilities multiplied (and divided by the penalty) instead of log-probabilities added."
+    return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, probabilities=True)
+
+@_reg(BEAM)
+@torch.no_grad()
+def beam_all_start_live(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "MISTAKE: every beam starts at score 0: the first step picks the same token K times, and the beam holds copies."
+    return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, all_beams_live=True)
+
+NAMED.update({
+    'beam_unnormalized': 'without the length penalty',
+    'beam_normalized_at_the_end': 'divides only at the final choice',
+    'beam_extends_finished': 'a finished beam is not extended',
+    'beam_drops_finished': 'finished hypotheses are dropped',
+    'beam_topk_per_beam': 'each beam is extended by its own best token',
+    'beam_probabilities_multiplied': 'product of probabilities',
+    'beam_all_start_live': 'the beam holds copies',
+})

@@ -18,7 +18,7 @@ from transformer_tutorial.layers import EncoderLayer, DecoderLayer
 from transformer_tutorial.training import sequence_loss, warmup_inverse_sqrt
 from transformer_tutorial.flash import online_softmax, flash_attention
 from transformer_tutorial.tokenizer import BPETokenizer, merge_pair
-from transformer_tutorial.decoding import greedy_decode, _attend
+from transformer_tutorial.decoding import greedy_decode, beam_search, length_penalty, _attend
 
 
 def _package_encode(text, merges):
@@ -54,6 +54,8 @@ REFERENCES = {
     'check_encode': _package_encode,
     'check_cached_self_attention': _package_cached_step,
     'check_greedy_decode_cached': lambda model, src, max_len, start_id, end_id, pad_id: greedy_decode(model, src, max_len, start_id, end_id, pad_id),
+    'check_length_penalty': length_penalty,
+    'check_beam_search': lambda model, src, max_len, beam_size, alpha, start_id, end_id, pad_id: beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id),
 }
 
 

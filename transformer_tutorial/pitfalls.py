@@ -19,7 +19,8 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
            'MultiHeadAttentionSoftmaxInFloat32', 'LayerNormNoEps', 'LayerNormUpcastNoCastBack', 'FeedForwardSqueezed',
            'EncoderLayerOneNorm', 'DecoderLayerOneAttention', 'label_smoothing_annotated', 'warmup_counted_from_zero',
            'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'merge_advances_one', 'encode_characters',
-           'cached_attention_before_append', 'greedy_cached_position_zero']
+           'cached_attention_before_append', 'greedy_cached_position_zero', 'beam_search_unnormalized',
+           'beam_search_drops_finished']
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
 import math
@@ -487,5 +488,40 @@ def greedy_cached_position_zero(model, src, max_len, start_id, end_id, pad_id):
         if done.all(): break
     return torch.stack(out, 1)
 
+@torch.no_grad()
+def _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, normalize=True, keep_finished=True):
+    "Beam search over one source (1, Ls), the prefix recomputed for every beam: rank by log-probability over ((5 + length) / 6) ** alpha, or not."
+    V, K = model.config.tgt_vocab_size, beam_size
+    src_mask = (src != pad_id)[:, None, None, :]
+    memory = model.encode(src, src_mask).expand(K, -1, -1)
+    ys = torch.full((K, 1), start_id)
+    score = torch.full((K,), -math.inf)
+    score[0] = 0.0                                                          # only the first beam is live at the start
+    length, done = torch.zeros(K), torch.zeros(K, dtype=torch.bool)
+    for _ in range(max_len):
+        L = ys.size(1)
+        step = model.decode(ys, memory, torch.ones(L, L, dtype=torch.bool).tril()[None, None], src_mask)[:, -1].log_softmax(-1)
+        step = step.masked_fill(done[:, None], -math.inf)                   # a finished beam: no real token
+        if keep_finished: step[done, pad_id] = 0.0                          # ... but pad at log-probability 0
+        cand, cand_len = score[:, None] + step, (length + ~done)[:, None].expand(K, V)
+        rank = cand / ((5 + cand_len) / 6) ** alpha if normalize else cand
+        best = rank.flatten().topk(K).indices
+        rows, token = best // V, best % V
+        score, length = cand.flatten()[best], cand_len.flatten()[best]
+        ys, done = torch.cat([ys[rows], token[:, None]], 1), done[rows] | (token == end_id)
+        if done.all(): break
+    top = int((score / ((5 + length) / 6) ** alpha if normalize else score).argmax())
+    return ys[top:top + 1, 1:int(length[top]) + 1]
+
+def beam_search_unnormalized(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "Beam search ranking hypotheses by their summed log-probability: alpha is never used."
+    return _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, normalize=False)
+
+def beam_search_drops_finished(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "Beam search that gives a finished beam -inf for every token, so that it falls out of the beam."
+    return _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, keep_finished=False)
+
 MUTANTS['cached_attention_before_append'] = ('check_cached_self_attention', cached_attention_before_append, 'the newest position is missing')
 MUTANTS['greedy_cached_position_zero'] = ('check_greedy_decode_cached', greedy_cached_position_zero, "position 0's positional encoding")
+MUTANTS['beam_search_unnormalized'] = ('check_beam_search', beam_search_unnormalized, 'without the length penalty')
+MUTANTS['beam_search_drops_finished'] = ('check_beam_search', beam_search_drops_finished, 'finished hypotheses are dropped')

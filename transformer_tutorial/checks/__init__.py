@@ -10,7 +10,7 @@ from .layers import check_positional_encoding, check_layer_norm, check_feed_forw
 from .training import check_label_smoothed_loss, check_warmup_schedule
 from .flash import check_online_softmax, check_tiled_attention
 from .tokens import check_merge, check_encode
-from .decoding import check_cached_self_attention, check_greedy_decode_cached
+from .decoding import check_cached_self_attention, check_greedy_decode_cached, check_length_penalty, check_beam_search
 from .core import _seal
 
 _seal()  # what the checks rely on, as imported: a check fails when a notebook has replaced any of it since (core._untouched)
@@ -19,4 +19,5 @@ __all__ = ['check_scaled_dot_product_attention', 'check_padding_mask', 'check_ca
            'check_merge_heads', 'check_multi_head_attention', 'check_positional_encoding', 'check_layer_norm',
            'check_feed_forward', 'check_encoder_layer', 'check_decoder_layer', 'check_label_smoothed_loss',
            'check_warmup_schedule', 'check_online_softmax', 'check_tiled_attention',
-           'check_merge', 'check_encode', 'check_cached_self_attention', 'check_greedy_decode_cached']
+           'check_merge', 'check_encode', 'check_cached_self_attention', 'check_greedy_decode_cached',
+           'check_length_penalty', 'check_beam_search']
