@@ -356,6 +356,11 @@ def penalty_times_alpha(length, alpha):
     return (5 + length) / 6 * alpha
 
 @_reg(PENALTY)
+def penalty_no_denominator(length, alpha):
+    "MISTAKE: (5 + length) ** alpha, without dividing by (5 + 1) ** alpha."
+    return (5 + length) ** alpha
+
+@_reg(PENALTY)
 def penalty_math_pow(length, alpha):
     "MISTAKE: math.pow, which turns a tensor of lengths into an error."
     return math.pow((5 + length) / 6, alpha)
@@ -364,6 +369,7 @@ NAMED.update({
     'penalty_six_outside': 'the division by 6 is outside the power',
     'penalty_length_power': 'length ** alpha is the simpler penalty',
     'penalty_times_alpha': 'alpha multiplies instead of being the exponent',
+    'penalty_no_denominator': 'the denominator (5 + 1) ** alpha is missing',
     'penalty_math_pow': 'math.pow and math.exp do not',
 })
 

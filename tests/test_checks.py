@@ -359,3 +359,17 @@ def test_a_check_still_passes_after_torch_wraps_its_own_functions():
     assert re.search(r"torch\.nn\.\w+\.__init__ was replaced or removed in this session", out[2]), out  # Module's, as every class without its own sees it
     assert out[3] == "✓ causal_mask passes 12 checks", out
     assert "torch.manual_seed was replaced or removed in this session" in out[4], out
+
+
+def test_the_beam_search_cases_tell_every_variant_apart():
+    "check_beam_search names the variant that gives the student's tokens in every case: its cases must give each variant (and the reference) its own tokens."
+    from transformer_tutorial.checks.decoding import _beam, _BEAM_CASES, _BEAM_MISTAKES, _tiny_model
+    model = _tiny_model()
+    seen = set()
+    for kw in [{}] + [kw for kw, _ in _BEAM_MISTAKES]:
+        tokens = []
+        for seed, end, K, alpha in _BEAM_CASES:
+            src = torch.randint(3, 13, (1, 7), generator=torch.Generator().manual_seed(200 + seed))
+            tokens.append(tuple(_beam(model, src, 12, K, alpha, 1, end, 0, **kw)[0].tolist()))
+        assert tuple(tokens) not in seen, kw
+        seen.add(tuple(tokens))

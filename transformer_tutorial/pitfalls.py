@@ -19,8 +19,8 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
            'MultiHeadAttentionSoftmaxInFloat32', 'LayerNormNoEps', 'LayerNormUpcastNoCastBack', 'FeedForwardSqueezed',
            'EncoderLayerOneNorm', 'DecoderLayerOneAttention', 'label_smoothing_annotated', 'warmup_counted_from_zero',
            'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'merge_advances_one', 'encode_characters',
-           'cached_attention_before_append', 'greedy_cached_position_zero', 'beam_search_unnormalized',
-           'beam_search_drops_finished']
+           'cached_attention_before_append', 'greedy_cached_position_zero', 'length_penalty_without_denominator',
+           'beam_search_unnormalized', 'beam_search_drops_finished']
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
 import math
@@ -488,6 +488,10 @@ def greedy_cached_position_zero(model, src, max_len, start_id, end_id, pad_id):
         if done.all(): break
     return torch.stack(out, 1)
 
+def length_penalty_without_denominator(length, alpha):
+    "GNMT's length penalty without its (5 + 1) ** alpha: the same ranking, but 6 ** alpha for one token instead of 1."
+    return (5 + length) ** alpha
+
 @torch.no_grad()
 def _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, normalize=True, keep_finished=True):
     "Beam search over one source (1, Ls), the prefix recomputed for every beam: rank by log-probability over ((5 + length) / 6) ** alpha, or not."
@@ -525,3 +529,4 @@ MUTANTS['cached_attention_before_append'] = ('check_cached_self_attention', cach
 MUTANTS['greedy_cached_position_zero'] = ('check_greedy_decode_cached', greedy_cached_position_zero, "position 0's positional encoding")
 MUTANTS['beam_search_unnormalized'] = ('check_beam_search', beam_search_unnormalized, 'without the length penalty')
 MUTANTS['beam_search_drops_finished'] = ('check_beam_search', beam_search_drops_finished, 'finished hypotheses are dropped')
+MUTANTS['length_penalty_without_denominator'] = ('check_length_penalty', length_penalty_without_denominator, 'the denominator (5 + 1) ** alpha is missing')

@@ -235,6 +235,7 @@ def check_length_penalty(fn: Callable) -> None:
         want = ((5 + length) / 6) ** alpha
         if not math.isclose(got, want, rel_tol=1e-6):
             forms = [(((5 + length) ** alpha) / 6, "the division by 6 is outside the power: ((5 + length) / 6) ** alpha"),
+                     ((5 + length) ** alpha, "the denominator (5 + 1) ** alpha is missing: it ranks hypotheses the same, but the penalty of one token must be 1, ((5 + length) / 6) ** alpha"),
                      (length ** alpha, "length ** alpha is the simpler penalty; GNMT's is ((5 + length) / 6) ** alpha, which is 1 for length 1"),
                      ((5 + length) / 6 * alpha, "alpha multiplies instead of being the exponent: ((5 + length) / 6) ** alpha"),
                      (((5 + length) / 6) ** -alpha, "the exponent is -alpha: the score is divided by ((5 + length) / 6) ** alpha, so the penalty itself grows with the length")]
