@@ -42,7 +42,7 @@ def test_exercise_notebooks_carry_nbgrader_metadata():
     assert NAMES == ["ex01_attention.ipynb", "ex02_masks.ipynb", "ex03_multi_head_attention.ipynb",
                      "ex04_positional_encoding.ipynb", "ex05_layer_norm_feed_forward.ipynb", "ex06_encoder_decoder_layers.ipynb", "ex07_loss_and_schedule.ipynb",
                                        "ex08_online_softmax_tiled_attention.ipynb", "ex09_byte_pair_encoding.ipynb",
-                                       "ex10_training_step.ipynb", "ex13_gpt_and_sampling.ipynb"]
+                                       "ex10_training_step.ipynb", "ex11_greedy_decoding_cache.ipynb", "ex12_beam_search.ipynb", "ex13_gpt_and_sampling.ipynb"]
     for name in NAMES:
         cs = cells(EXERCISES / name)
         sol = [c for c in cs if "### BEGIN SOLUTION" in c["text"]]
@@ -120,7 +120,7 @@ def test_grade_notebook_gives_partial_credit(student_dir, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["ex07_loss_and_schedule.ipynb", "ex08_online_softmax_tiled_attention.ipynb", "ex09_byte_pair_encoding.ipynb",
-                                  "ex10_training_step.ipynb", "ex13_gpt_and_sampling.ipynb"])
+                                  "ex10_training_step.ipynb", "ex11_greedy_decoding_cache.ipynb", "ex12_beam_search.ipynb", "ex13_gpt_and_sampling.ipynb"])
 def test_the_second_half_grades_a_half_done_notebook_in_between(student_dir, tmp_path, name):
     "The student's version with only its first function written (the solution's cell put in): 1 point, every other check names the stub."
     out, _ = student_dir

@@ -20,6 +20,7 @@ from transformer_tutorial.flash import online_softmax, flash_attention, _flash_b
 from transformer_tutorial.tokenizer import BPETokenizer, merge_pair
 from transformer_tutorial.gpt import GPT
 from transformer_tutorial.sampling import top_k_filter, top_p_filter, sample_next
+from transformer_tutorial.decoding import greedy_decode, beam_search, length_penalty, _attend
 
 
 def _package_encode(text, merges):
@@ -28,6 +29,12 @@ def _package_encode(text, merges):
     vocab = {i: bytes([i]) for i in range(256)}
     for (a, b), new_id in ranked: vocab[new_id] = vocab[a] + vocab[b]
     return BPETokenizer(vocab, [(a, b, new_id) for (a, b), new_id in ranked], pattern=r'(?s).+').encode(text)
+
+def _package_cached_step(mha, y, past_k, past_v):
+    "The package's attention of decoding (`_attend`) over the cache with this position's key and value appended."
+    k = torch.cat([past_k, split_heads(mha.w_k(y), mha.num_heads)], 2)
+    v = torch.cat([past_v, split_heads(mha.w_v(y), mha.num_heads)], 2)
+    return _attend(mha, y, k, v), k, v
 
 REFERENCES = {
     'check_scaled_dot_product_attention': scaled_dot_product_attention,
@@ -55,6 +62,10 @@ REFERENCES = {
     'check_top_k_filter': top_k_filter,
     'check_top_p_filter': top_p_filter,
     'check_sample_next': sample_next,
+    'check_cached_self_attention': _package_cached_step,
+    'check_greedy_decode_cached': lambda model, src, max_len, start_id, end_id, pad_id: greedy_decode(model, src, max_len, start_id, end_id, pad_id),
+    'check_length_penalty': length_penalty,
+    'check_beam_search': lambda model, src, max_len, beam_size, alpha, start_id, end_id, pad_id: beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id),
 }
 
 
@@ -358,3 +369,17 @@ def test_a_check_still_passes_after_torch_wraps_its_own_functions():
     assert re.search(r"torch\.nn\.\w+\.__init__ was replaced or removed in this session", out[2]), out  # Module's, as every class without its own sees it
     assert out[3] == "✓ causal_mask passes 12 checks", out
     assert "torch.manual_seed was replaced or removed in this session" in out[4], out
+
+
+def test_the_beam_search_cases_tell_every_variant_apart():
+    "check_beam_search names the variant that gives the student's tokens in every case: its cases must give each variant (and the reference) its own tokens."
+    from transformer_tutorial.checks.decoding import _beam, _BEAM_CASES, _BEAM_MISTAKES, _tiny_model
+    model = _tiny_model()
+    seen = set()
+    for kw in [{}] + [kw for kw, _ in _BEAM_MISTAKES]:
+        tokens = []
+        for seed, end, K, alpha in _BEAM_CASES:
+            src = torch.randint(3, 13, (1, 7), generator=torch.Generator().manual_seed(200 + seed))
+            tokens.append(tuple(_beam(model, src, 12, K, alpha, 1, end, 0, **kw)[0].tolist()))
+        assert tuple(tokens) not in seen, kw
+        seen.add(tuple(tokens))

@@ -588,7 +588,7 @@ def test_batch_grader_bad_input_is_one_row_and_line_each_and_the_rest_is_graded(
         "ivy/homework.ipynb: no check cells, and its name is none of the exercises' (ex01_attention, ex02_masks, "
         "ex03_multi_head_attention, ex04_positional_encoding, ex05_layer_norm_feed_forward, ex06_encoder_decoder_layers, "
         "ex07_loss_and_schedule, ex08_online_softmax_tiled_attention, ex09_byte_pair_encoding, ex10_training_step, "
-        "ex13_gpt_and_sampling): skipped",
+        "ex11_greedy_decoding_cache, ex12_beam_search, ex13_gpt_and_sampling): skipped",
         "ivy/notes.txt: not a notebook (.ipynb), skipped",
         "jo/ex02_masks.ipynb: has no check cells of ex02_masks (deleted?): each counts 0",
         "kit/ex02_masks (copy).ipynb: a second notebook of ex02_masks for kit (kit/ex02_masks.ipynb is graded), skipped",

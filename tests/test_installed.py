@@ -53,7 +53,7 @@ def test_make_assignments_from_an_empty_folder(newest):
                                        "ex04_positional_encoding.ipynb", "ex05_layer_norm_feed_forward.ipynb",
                                        "ex06_encoder_decoder_layers.ipynb", "ex07_loss_and_schedule.ipynb",
                                        "ex08_online_softmax_tiled_attention.ipynb", "ex09_byte_pair_encoding.ipynb",
-                                       "ex10_training_step.ipynb", "ex13_gpt_and_sampling.ipynb"]
+                                       "ex10_training_step.ipynb", "ex11_greedy_decoding_cache.ipynb", "ex12_beam_search.ipynb", "ex13_gpt_and_sampling.ipynb"]
     grade = ("import json, sys\nfrom transformer_tutorial.assignments import grade_notebook\n"
              "print(json.dumps([grade_notebook(p, timeout=300) for p in sys.argv[1:]]))")
     r = run(python, ["-c", grade, *map(str, paths)], cwd, timeout=1200)

@@ -1,13 +1,14 @@
-"The self-checks against banks of student implementations they were not written from (tests/student_bank.py, tests/student_bank3.py, tests/student_bank_training.py, tests/student_bank_flash.py, tests/student_bank_bpe.py, tests/student_bank_loop.py, tests/student_bank_sampling.py)."
+"The self-checks against banks of student implementations they were not written from (tests/student_bank.py, tests/student_bank3.py, tests/student_bank_training.py, tests/student_bank_flash.py, tests/student_bank_bpe.py, tests/student_bank_loop.py, tests/student_bank_decoding.py, tests/student_bank_sampling.py)."
 import contextlib, io
 
 import pytest
 
 from transformer_tutorial import checks
-import student_bank, student_bank3, student_bank_training, student_bank_flash, student_bank_bpe, student_bank_loop, student_bank_sampling
+import student_bank, student_bank3, student_bank_training, student_bank_flash, student_bank_bpe, student_bank_loop, student_bank_decoding
+import student_bank_sampling
 
 BANK = student_bank.BANK + student_bank3.BANK + student_bank_training.BANK + student_bank_flash.BANK + student_bank_bpe.BANK
-BANK += student_bank_loop.BANK + student_bank_sampling.BANK
+BANK += student_bank_loop.BANK + student_bank_decoding.BANK + student_bank_sampling.BANK
 
 # the mistake each message must name
 NAMED = {
@@ -96,6 +97,7 @@ NAMED.update(student_bank_flash.NAMED)
 NAMED.update(student_bank_bpe.NAMED)
 NAMED.update(student_bank_loop.NAMED)
 NAMED.update(student_bank_sampling.NAMED)
+NAMED.update(student_bank_decoding.NAMED)
 # rejected without their mistake named: the message only says how the result is wrong (the verdict it must give)
 UNNAMED = {
     'padding_mask_first_pad_argmax': 'wrong values for pad_id = 0',

@@ -21,7 +21,8 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
            'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'tiled_backward_without_d',
            'merge_advances_one', 'encode_characters', 'train_step_clips_after_step', 'train_loop_schedules_first',
            'gpt_forward_without_mask', 'top_k_filled_with_zero', 'top_p_without_reaching_token',
-           'sample_filtered_before_temperature']
+           'sample_filtered_before_temperature', 'cached_attention_before_append', 'greedy_cached_position_zero',
+           'length_penalty_without_denominator', 'beam_search_unnormalized', 'beam_search_drops_finished']
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
 import math
@@ -526,3 +527,77 @@ MUTANTS['gpt_forward_without_mask'] = ('check_gpt_forward', gpt_forward_without_
 MUTANTS['top_k_filled_with_zero'] = ('check_top_k_filter', top_k_filled_with_zero, 'set dropped logits to -inf')
 MUTANTS['top_p_without_reaching_token'] = ('check_top_p_filter', top_p_without_reaching_token, 'the token that reaches p is dropped')
 MUTANTS['sample_filtered_before_temperature'] = ('check_sample_next', sample_filtered_before_temperature, 'applied before the temperature')
+
+# %% ../nbs/14_pitfalls.ipynb #cd7ea436
+def cached_attention_before_append(mha, y, past_k, past_v):
+    "One cached self-attention step whose query reads the cache before this position's key and value join it."
+    H = mha.num_heads
+    q, k, v = (split_heads(w(y), H) for w in (mha.w_q, mha.w_k, mha.w_v))   # (B, H, 1, d_head) each
+    out = torch.nn.functional.scaled_dot_product_attention(q, past_k, past_v)   # the cache of t positions, without position t
+    return mha.w_o(merge_heads(out)), torch.cat([past_k, k], 2), torch.cat([past_v, v], 2)
+
+@torch.no_grad()
+def greedy_cached_position_zero(model, src, max_len, start_id, end_id, pad_id):
+    "Greedy decoding with a key/value cache that embeds each new token with model.positional, which adds pe[:1]: position 0 at every step."
+    src_mask = (src != pad_id)[:, None, None, :]                            # (B, 1, 1, Ls)
+    memory = model.encode(src, src_mask)
+    B, H = src.size(0), model.config.num_heads
+    cache = [(memory.new_zeros(B, H, 0, model.config.d_model // H),) * 2 for _ in model.decoder.layers]
+    token, done, out = torch.full((B,), start_id), torch.zeros(B, dtype=torch.bool), []
+    for _ in range(max_len):
+        x = model.positional(model.tgt_embed(token[:, None]))                # (B, 1, d_model): pe[0], whatever the step
+        for i, layer in enumerate(model.decoder.layers):
+            h = layer.sublayers[0].norm(x)
+            q, k, v = (split_heads(w(h), H) for w in (layer.self_attn.w_q, layer.self_attn.w_k, layer.self_attn.w_v))
+            cache[i] = (torch.cat([cache[i][0], k], 2), torch.cat([cache[i][1], v], 2))
+            x = x + layer.self_attn.w_o(merge_heads(torch.nn.functional.scaled_dot_product_attention(q, *cache[i])))
+            x = layer.sublayers[1](x, lambda y: layer.cross_attn(y, memory, memory, src_mask)[0])
+            x = layer.sublayers[2](x, layer.feed_forward)
+        token = model.output(model.decoder.norm(x))[:, 0].argmax(-1).masked_fill(done, pad_id)
+        out.append(token)
+        done |= token == end_id
+        if done.all(): break
+    return torch.stack(out, 1)
+
+def length_penalty_without_denominator(length, alpha):
+    "GNMT's length penalty without its (5 + 1) ** alpha: the same ranking, but 6 ** alpha for one token instead of 1."
+    return (5 + length) ** alpha
+
+@torch.no_grad()
+def _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, normalize=True, keep_finished=True):
+    "Beam search over one source (1, Ls), the prefix recomputed for every beam: rank by log-probability over ((5 + length) / 6) ** alpha, or not."
+    V, K = model.config.tgt_vocab_size, beam_size
+    src_mask = (src != pad_id)[:, None, None, :]
+    memory = model.encode(src, src_mask).expand(K, -1, -1)
+    ys = torch.full((K, 1), start_id)
+    score = torch.full((K,), -math.inf)
+    score[0] = 0.0                                                          # only the first beam is live at the start
+    length, done = torch.zeros(K), torch.zeros(K, dtype=torch.bool)
+    for _ in range(max_len):
+        L = ys.size(1)
+        step = model.decode(ys, memory, torch.ones(L, L, dtype=torch.bool).tril()[None, None], src_mask)[:, -1].log_softmax(-1)
+        step = step.masked_fill(done[:, None], -math.inf)                   # a finished beam: no real token
+        if keep_finished: step[done, pad_id] = 0.0                          # ... but pad at log-probability 0
+        cand, cand_len = score[:, None] + step, (length + ~done)[:, None].expand(K, V)
+        rank = cand / ((5 + cand_len) / 6) ** alpha if normalize else cand
+        best = rank.flatten().topk(K).indices
+        rows, token = best // V, best % V
+        score, length = cand.flatten()[best], cand_len.flatten()[best]
+        ys, done = torch.cat([ys[rows], token[:, None]], 1), done[rows] | (token == end_id)
+        if done.all(): break
+    top = int((score / ((5 + length) / 6) ** alpha if normalize else score).argmax())
+    return ys[top:top + 1, 1:int(length[top]) + 1]
+
+def beam_search_unnormalized(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "Beam search ranking hypotheses by their summed log-probability: alpha is never used."
+    return _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, normalize=False)
+
+def beam_search_drops_finished(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "Beam search that gives a finished beam -inf for every token, so that it falls out of the beam."
+    return _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, keep_finished=False)
+
+MUTANTS['cached_attention_before_append'] = ('check_cached_self_attention', cached_attention_before_append, 'the newest position is missing')
+MUTANTS['greedy_cached_position_zero'] = ('check_greedy_decode_cached', greedy_cached_position_zero, "position 0's positional encoding")
+MUTANTS['beam_search_unnormalized'] = ('check_beam_search', beam_search_unnormalized, 'without the length penalty')
+MUTANTS['beam_search_drops_finished'] = ('check_beam_search', beam_search_drops_finished, 'finished hypotheses are dropped')
+MUTANTS['length_penalty_without_denominator'] = ('check_length_penalty', length_penalty_without_denominator, 'the denominator (5 + 1) ** alpha is missing')
