@@ -72,6 +72,10 @@ def test_copies_found_up_to_names_comments_and_strings():
     ("def f(x, y):\n    s = x @ y\n    w = s.softmax(-1)\n    return w @ y", "def f(x, y):\n    s = x @ y\n    w = s.softmax(-1)\n    out = w @ y\n    return out"),  # a temporary
     ("def f(xs, m):\n    a = [p for p in xs if p in m]\n    b = len(a)\n    return a, b",
      "def f(ys, n):\n    c = [q for q in ys if q in n]\n    d = len(c)\n    return c, d"),  # a comprehension's variable renamed
+    ("def f(x, k):\n    m = x.mean()\n    g = lambda y: y * m\n    return g(x) + m.exp() + k",
+     "def f(z, n):\n    c = z.mean()\n    h = lambda w: w * c\n    return h(z) + c.exp() + n"),  # a local a lambda reads, renamed
+    ("def f(x, i):\n    def g(y, i=i):\n        return y[i] * x\n    t = g(x)\n    return t.sum() + x.sum() + i",
+     "def f(p, j):\n    def g(q, j=j):\n        return q[j] * p\n    r = g(p)\n    return r.sum() + p.sum() + j"),  # a nested function's default
 ])
 def test_fingerprint_undoes_what_a_copier_changes_for_free(a, b):
     import ast

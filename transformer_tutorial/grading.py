@@ -234,6 +234,7 @@ def _inlined(fn):
                 mine = [n for n in names if n.id == stmt.targets[0].id]
                 loads = [n for n in mine if isinstance(n.ctx, ast.Load)]
                 if len(mine) != 2 or len(loads) != 1: continue
+                if sum(isinstance(n, ast.Name) and n.id == stmt.targets[0].id for n in ast.walk(fn)) != 2: continue  # a lambda reads it too
                 use = loads[0]
                 j = next((k for k in range(i + 1, len(block)) if any(n is use for n in scoped(block[k]))), None)
                 if j is None: continue
@@ -1369,14 +1370,15 @@ def honest_solutions() -> List[dict]:
             for part in (differently, chapters) for e, n, s, c in pattern.findall(part)]
 
 def _renamed(tree):
-    "Every argument and local name of each function renamed, as a copier does by hand."
-    for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
-        names = [a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)] + \
-                [n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
-        new = {n: f"my_{n}" for n in dict.fromkeys(names) if n != "self"}
-        for n in ast.walk(fn):
-            if isinstance(n, ast.Name) and n.id in new: n.id = new[n.id]
-            elif isinstance(n, ast.arg) and n.arg in new: n.arg = new[n.arg]
+    "Every argument and local name of each function renamed, as a copier does by hand: one new name per old name across the source, so that a nested function's default (`def f(y, i=i)`) still reads the name it read."
+    names = [a.arg for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+             for a in ast.walk(fn.args) if isinstance(a, ast.arg)]
+    names += [n.id for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    new = {n: f"my_{n}" for n in dict.fromkeys(names) if n != "self"}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id in new: n.id = new[n.id]
+        elif isinstance(n, ast.arg) and n.arg in new: n.arg = new[n.arg]
     return tree
 
 def _swapped(tree):
