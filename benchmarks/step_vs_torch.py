@@ -82,7 +82,9 @@ def bench(name, cfg, device, dtype, compiled, rounds, steps, peak):
     step_ours = lambda: step(ours, lambda: run_ours(src, tgt, sm, tm))
     step_torch = lambda: step(theirs, lambda: run_theirs(src, tgt))
     sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
-    for f in (step_ours, step_torch, step_ours, step_torch): f()  # warm-up (and compilation)
+    for k, f in enumerate((step_ours, step_torch, step_ours, step_torch)):  # warm-up (and compilation)
+        sync(); t = time.perf_counter(); f(); sync()
+        if compiled and k < 2: print(f"{name}: {('ours', 'nn.Transformer')[k]}'s first step, compiling, {time.perf_counter() - t:.1f} s", flush=True)
     with FlopCounterMode(display=False) as counter: step(ours, lambda: ours(src, tgt, sm, tm))
     flops = counter.get_total_flops()
     t_ours, t_torch = [], []
