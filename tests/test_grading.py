@@ -29,7 +29,13 @@ CHECK_OF = {"scaled_dot_product_attention": "check_scaled_dot_product_attention"
             "causal_mask": "check_causal_mask", "split_heads": "check_split_heads", "merge_heads": "check_merge_heads",
             "MultiHeadAttention": "check_multi_head_attention", "sinusoidal_positional_encoding": "check_positional_encoding",
             "LayerNorm": "check_layer_norm", "PositionwiseFeedForward": "check_feed_forward", "EncoderLayer": "check_encoder_layer",
-            "DecoderLayer": "check_decoder_layer"}
+            "DecoderLayer": "check_decoder_layer", "label_smoothed_loss": "check_label_smoothed_loss",
+            "warmup_schedule": "check_warmup_schedule", "online_softmax": "check_online_softmax", "tiled_attention": "check_tiled_attention",
+            "tiled_attention_backward": "check_tiled_attention_backward", "merge": "check_merge", "encode": "check_encode",
+            "train_step": "check_train_step", "train_loop": "check_train_loop", "cached_self_attention": "check_cached_self_attention",
+            "greedy_decode_cached": "check_greedy_decode_cached", "length_penalty": "check_length_penalty", "beam_search": "check_beam_search",
+            "gpt_forward": "check_gpt_forward", "top_k_filter": "check_top_k_filter", "top_p_filter": "check_top_p_filter",
+            "sample_next": "check_sample_next"}
 
 
 # ---------------------------------------------------------------- integrity: the reference
