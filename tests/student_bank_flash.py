@@ -1,6 +1,7 @@
 """A bank of student implementations for the checks of exercise 8 (the online softmax and tiled attention): plausible
 mistakes, each named with the mistake it makes, and correct versions written differently, which the checks must
 accept. BANK and NAMED as in student_bank.py; tests/test_student_bank.py runs them."""
+import importlib.util
 import math
 import torch
 
@@ -304,3 +305,174 @@ NAMED.update({
     'backward_unmasked': 'causal=True is ignored in the backward',
     'backward_whole_matrix': 'the full (64, 64) matrix',
 })
+
+# ---------------------------------------------------------------- the forward as a Triton kernel (going further)
+# The exercise's student writes `attention_tile`, the update of one tile of keys, and the notebook's launcher runs it in
+# a given kernel; the check takes the launcher. `_kernel` and `_launch` are that given code, with the tile update an
+# argument; each entry below is a launcher of the kernel with a tile update written one way, or a whole kernel of its own.
+# pytest imports this module after conftest.py has set TRITON_INTERPRET (without a GPU), so triton is first imported as the
+# interpreter's.
+TRITON = 'check_triton_tiled_attention'
+
+if importlib.util.find_spec('triton') is not None:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _kernel(Q, K, V, OUT, Lq, Lk, scale, tile: tl.constexpr, CAUSAL: tl.constexpr, BLOCK: tl.constexpr, D: tl.constexpr,
+                DV: tl.constexpr, DIVIDE: tl.constexpr):
+        bh = tl.program_id(0)
+        rows = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        feats, vfeats = tl.arange(0, D), tl.arange(0, DV)
+        q = tl.load(Q + bh * Lq * D + rows[:, None] * D + feats[None, :], mask=rows[:, None] < Lq, other=0.0).to(tl.float32)
+        m = tl.full([BLOCK], float('-inf'), tl.float32)
+        l = tl.zeros([BLOCK], tl.float32)
+        acc = tl.zeros([BLOCK, DV], tl.float32)
+        for start in range(0, Lk, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            k = tl.load(K + bh * Lk * D + cols[:, None] * D + feats[None, :], mask=cols[:, None] < Lk, other=0.0).to(tl.float32)
+            v = tl.load(V + bh * Lk * DV + cols[:, None] * DV + vfeats[None, :], mask=cols[:, None] < Lk, other=0.0).to(tl.float32)
+            m, l, acc = tile(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL)
+        if DIVIDE: acc = acc / l[:, None]
+        tl.store(OUT + bh * Lq * DV + rows[:, None] * DV + vfeats[None, :], acc.to(OUT.dtype.element_ty), mask=rows[:, None] < Lq)
+
+    def _launch(tile, q, k, v, causal, block, divide=True):
+        B, H, Lq, d = q.shape
+        Lk, dv = k.size(-2), v.size(-1)
+        D, DV = (max(16, triton.next_power_of_2(n)) for n in (d, dv))
+        flat = lambda x, width: torch.nn.functional.pad(x, (0, width - x.size(-1))).reshape(B * H, x.size(-2), width).contiguous()
+        out = q.new_empty(B * H, Lq, DV)
+        _kernel[(B * H, triton.cdiv(Lq, block))](flat(q, D), flat(k, D), flat(v, DV), out, Lq, Lk, d ** -0.5, tile, causal, block, D, DV, divide)
+        return out[..., :dv].reshape(B, H, Lq, dv)
+
+    @triton.jit
+    def _tile(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL: tl.constexpr, SCALE: tl.constexpr = True, RESCALE_ACC: tl.constexpr = True,
+              RESCALE_SUM: tl.constexpr = True, PAST_END: tl.constexpr = False, DIAGONAL: tl.constexpr = True, USE_CAUSAL: tl.constexpr = True):
+        "The tile update as the solution writes it, each mistake a flag."
+        s = tl.dot(q, tl.trans(k), input_precision='ieee')
+        if SCALE: s = s * scale
+        allowed = cols[None, :] < Lk
+        if PAST_END: allowed = cols[None, :] >= 0                        # every column, the zeros past Lk too
+        if CAUSAL and USE_CAUSAL:
+            if DIAGONAL: allowed = allowed & (cols[None, :] <= rows[:, None])
+            else: allowed = allowed & (cols[None, :] < rows[:, None])
+        s = tl.where(allowed, s, float('-inf'))
+        m_new = tl.maximum(m, tl.max(s, 1))
+        alpha = tl.exp(m - m_new)
+        p = tl.exp(s - m_new[:, None])
+        if RESCALE_SUM: l = l * alpha
+        if RESCALE_ACC: acc = acc * alpha[:, None]
+        return m_new, l + tl.sum(p, 1), acc + tl.dot(p, v, input_precision='ieee')
+
+    @triton.jit
+    def _tile_exp2(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL: tl.constexpr):
+        "Base 2 throughout, as Triton's fused-attention tutorial writes it: scores times scale * log2(e), then exp2."
+        s = tl.dot(q, tl.trans(k), input_precision='ieee') * (scale * 1.4426950408889634)
+        keep = cols[None, :] < Lk
+        if CAUSAL: keep = keep & (rows[:, None] >= cols[None, :])
+        s = tl.where(keep, s, -float('inf'))
+        m_new = tl.maximum(m, tl.max(s, axis=1))
+        corr = tl.math.exp2(m - m_new)
+        p = tl.math.exp2(s - m_new[:, None])
+        return m_new, l * corr + tl.sum(p, axis=1), acc * corr[:, None] + tl.dot(p, v, input_precision='ieee')
+
+    @triton.jit
+    def _tile_zeroed_weights(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL: tl.constexpr):
+        "The maximum over the readable scores only, the weights of the others set to 0 after the exp."
+        keep = cols[None, :] < Lk
+        if CAUSAL: keep = keep & (cols[None, :] <= rows[:, None])
+        s = tl.dot(q, tl.trans(k), input_precision='ieee') * scale
+        m_new = tl.maximum(m, tl.max(tl.where(keep, s, float('-inf')), 1))
+        p = tl.where(keep, tl.exp(s - m_new[:, None]), 0.0)
+        alpha = tl.exp(m - m_new)
+        return m_new, alpha * l + tl.sum(p, 1), alpha[:, None] * acc + tl.dot(p, v, input_precision='ieee')
+
+    @triton.jit
+    def _tile_unscaled(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL: tl.constexpr):
+        return _tile(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL, SCALE=False)
+
+    @triton.jit
+    def _tile_acc_not_rescaled(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL: tl.constexpr):
+        return _tile(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL, RESCALE_ACC=False)
+
+    @triton.jit
+    def _tile_sum_not_rescaled(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL: tl.constexpr):
+        return _tile(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL, RESCALE_SUM=False)
+
+    @triton.jit
+    def _tile_past_end(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL: tl.constexpr):
+        return _tile(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL, PAST_END=True)
+
+    @triton.jit
+    def _tile_no_diagonal(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL: tl.constexpr):
+        return _tile(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL, DIAGONAL=False)
+
+    @triton.jit
+    def _tile_no_causal(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL: tl.constexpr):
+        return _tile(q, k, v, rows, cols, m, l, acc, Lk, scale, CAUSAL, USE_CAUSAL=False)
+
+    @_reg(TRITON, correct=True)
+    def triton_tile_as_solution(q, k, v, causal, block):
+        "CORRECT: the solution's update, the factor exp(m - m_new) named alpha."
+        return _launch(_tile, q, k, v, causal, block)
+
+    @_reg(TRITON, correct=True)
+    def triton_tile_exp2(q, k, v, causal, block):
+        "CORRECT: base 2, as Triton's fused-attention tutorial computes it."
+        return _launch(_tile_exp2, q, k, v, causal, block)
+
+    @_reg(TRITON, correct=True)
+    def triton_tile_zeroed_weights(q, k, v, causal, block):
+        "CORRECT: the weights of unreadable keys zeroed after the exp."
+        return _launch(_tile_zeroed_weights, q, k, v, causal, block)
+
+    @_reg(TRITON, correct=True)
+    def triton_chapter_19a(q, k, v, causal, block):
+        "CORRECT: chapter 19a's kernel, a whole kernel of its own (strides, the diagonal's early stop, the log-sum-exp)."
+        from transformer_tutorial.flash_triton import flash_attention_triton
+        return flash_attention_triton(q, k, v, causal=causal, block_q=block, block_k=block)
+
+    @_reg(TRITON)
+    def triton_tile_unscaled(q, k, v, causal, block):
+        "MISTAKE: the scores are not multiplied by scale."
+        return _launch(_tile_unscaled, q, k, v, causal, block)
+
+    @_reg(TRITON)
+    def triton_tile_acc_not_rescaled(q, k, v, causal, block):
+        "MISTAKE: acc is not multiplied by alpha."
+        return _launch(_tile_acc_not_rescaled, q, k, v, causal, block)
+
+    @_reg(TRITON)
+    def triton_tile_sum_not_rescaled(q, k, v, causal, block):
+        "MISTAKE: l is not multiplied by alpha."
+        return _launch(_tile_sum_not_rescaled, q, k, v, causal, block)
+
+    @_reg(TRITON)
+    def triton_tile_reads_past_end(q, k, v, causal, block):
+        "MISTAKE: no mask cols < Lk: the zeros tl.load puts past the end count in the softmax."
+        return _launch(_tile_past_end, q, k, v, causal, block)
+
+    @_reg(TRITON)
+    def triton_tile_misses_own_key(q, k, v, causal, block):
+        "MISTAKE: causal with cols < rows: query 0 reads nothing, exp(-inf - (-inf)) is NaN."
+        return _launch(_tile_no_diagonal, q, k, v, causal, block)
+
+    @_reg(TRITON)
+    def triton_tile_ignores_causal(q, k, v, causal, block):
+        "MISTAKE: CAUSAL is never used in the tile."
+        return _launch(_tile_no_causal, q, k, v, causal, block)
+
+    @_reg(TRITON)
+    def triton_kernel_not_divided(q, k, v, causal, block):
+        "MISTAKE: a kernel that stores acc without dividing it by l."
+        return _launch(_tile, q, k, v, causal, block, divide=False)
+
+    NAMED.update({
+        'triton_tile_unscaled': 'not scaled by 1/sqrt(d_k)',
+        'triton_tile_acc_not_rescaled': 'the running output is not rescaled',
+        'triton_tile_sum_not_rescaled': 'the running sum is not rescaled',
+        'triton_tile_reads_past_end': 'the keys past Lk = 27 in the last tile are read',
+        'triton_tile_misses_own_key': 'does not read its own key',
+        'triton_tile_ignores_causal': 'causal=True is ignored',
+        'triton_kernel_not_divided': 'not divided by the running sum',
+    })

@@ -30,6 +30,11 @@ def _package_encode(text, merges):
     for (a, b), new_id in ranked: vocab[new_id] = vocab[a] + vocab[b]
     return BPETokenizer(vocab, [(a, b, new_id) for (a, b), new_id in ranked], pattern=r'(?s).+').encode(text)
 
+def _triton_kernel(q, k, v, causal, block):
+    "Chapter 19a's Triton kernel with square tiles, imported when called: Triton is optional, and conftest.py sets TRITON_INTERPRET first."
+    from transformer_tutorial.flash_triton import flash_attention_triton
+    return flash_attention_triton(q, k, v, causal=causal, block_q=block, block_k=block)
+
 def _package_cached_step(mha, y, past_k, past_v):
     "The package's attention of decoding (`_attend`) over the cache with this position's key and value appended."
     k = torch.cat([past_k, split_heads(mha.w_k(y), mha.num_heads)], 2)
@@ -56,6 +61,7 @@ REFERENCES = {
     'check_online_softmax': online_softmax,
     'check_tiled_attention': lambda q, k, v, causal, block: flash_attention(q, k, v, causal=causal, block_q=block, block_k=block),
     'check_tiled_attention_backward': lambda q, k, v, out, lse, d_out, causal, block: _flash_backward(q, k, v, out, lse, d_out, None, causal, block, block),
+    'check_triton_tiled_attention': _triton_kernel,
     'check_merge': merge_pair,
     'check_encode': _package_encode,
     'check_gpt_forward': GPT.forward,                  # the class's: the check makes the model's own forward refuse to run
@@ -76,6 +82,7 @@ def test_every_check_has_a_reference_and_mutants():
 
 @pytest.mark.parametrize('check', sorted(REFERENCES))
 def test_reference_passes(check, capsys):
+    if check == 'check_triton_tiled_attention': pytest.importorskip('triton')
     getattr(checks, check)(REFERENCES[check])
     out = capsys.readouterr().out
     assert out.startswith('✓ ') and 'passes' in out and out.count('\n') == 1
@@ -84,10 +91,36 @@ def test_reference_passes(check, capsys):
 @pytest.mark.parametrize('name', sorted(MUTANTS))
 def test_mutant_rejected_with_diagnosis(name):
     check, mutant, expected = MUTANTS[name]
+    if check == 'check_triton_tiled_attention': pytest.importorskip('triton')
     with pytest.raises(AssertionError) as e:
         getattr(checks, check)(mutant)
     assert expected in str(e.value)
     assert diagnose(name) == str(e.value)
+
+
+def test_triton_check_skips_without_triton(monkeypatch, capsys):
+    "Where Triton is not installed, the Triton check says that it skipped, in one line, and fails nothing."
+    import importlib.util
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'triton' else find_spec(name, *a))
+    checks.check_triton_tiled_attention(None)
+    assert capsys.readouterr().out == 'triton_tiled_attention: skipped, Triton is not installed here (pip install triton; Colab has it on GPU runtimes)\n'
+
+
+def test_triton_check_names_a_jit_function_given_for_the_launcher():
+    "A student who hands the check the @triton.jit tile update itself is told to pass the launcher, in one sentence."
+    pytest.importorskip('triton')
+    import student_bank_flash
+    with pytest.raises(AssertionError, match=r"got a @triton.jit function, which runs only inside a kernel: pass the launcher"):
+        checks.check_triton_tiled_attention(student_bank_flash._tile)
+
+
+def test_triton_check_names_tf32_products():
+    "On a GPU tl.dot multiplies float32 blocks in TF32 by default: simulated by rounding q and k to TF32's 10-bit mantissa, it is named."
+    from transformer_tutorial.checks.flash import _reference_attention
+    tf32 = lambda x: (x.view(torch.int32) & ~0x1FFF).view(torch.float32)   # drop the 13 low bits of float32's 23-bit mantissa
+    with pytest.raises(AssertionError, match=r"right to about 1e-2, not to float32's precision: on a GPU tl.dot multiplies float32 blocks in TF32"):
+        checks.check_triton_tiled_attention(lambda q, k, v, causal, block: _reference_attention(tf32(q), tf32(k), v, causal))
 
 
 def test_diagnose_raises_on_a_correct_implementation(monkeypatch):

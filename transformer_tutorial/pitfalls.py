@@ -19,13 +19,14 @@ __all__ = ['MUTANTS', 'diagnose', 'attention_scaled_by_d_k', 'attention_unscaled
            'MultiHeadAttentionSoftmaxInFloat32', 'LayerNormNoEps', 'LayerNormUpcastNoCastBack', 'FeedForwardSqueezed',
            'EncoderLayerOneNorm', 'DecoderLayerOneAttention', 'label_smoothing_annotated', 'warmup_counted_from_zero',
            'online_softmax_not_rescaled', 'tiled_attention_whole_matrix', 'tiled_backward_without_d',
-           'merge_advances_one', 'encode_characters', 'train_step_clips_after_step', 'train_loop_schedules_first',
-           'gpt_forward_without_mask', 'top_k_filled_with_zero', 'top_p_without_reaching_token',
-           'sample_filtered_before_temperature', 'cached_attention_before_append', 'greedy_cached_position_zero',
-           'length_penalty_without_denominator', 'beam_search_unnormalized', 'beam_search_drops_finished']
+           'triton_tile_without_rescale', 'merge_advances_one', 'encode_characters', 'train_step_clips_after_step',
+           'train_loop_schedules_first', 'gpt_forward_without_mask', 'top_k_filled_with_zero',
+           'top_p_without_reaching_token', 'sample_filtered_before_temperature', 'cached_attention_before_append',
+           'greedy_cached_position_zero', 'length_penalty_without_denominator', 'beam_search_unnormalized',
+           'beam_search_drops_finished']
 
 # %% ../nbs/14_pitfalls.ipynb #ce11cd25
-import math
+import functools, math
 from typing import Optional, Tuple
 import torch
 from torch import nn
@@ -458,6 +459,47 @@ def tiled_backward_without_d(q, k, v, out, lse, d_out, causal, block):
         dk[..., j:j + block, :] += ds.transpose(-2, -1) @ q * c
     return dq, dk, dv
 
+@functools.lru_cache(maxsize=None)
+def _kernel_without_rescale():
+    "Exercise 8's Triton kernel with the tile update written inline, neither the running sum nor the output rescaled; built on first use, since Triton is optional and TRITON_INTERPRET must be set before it is imported."
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(Q, K, V, OUT, Lq, Lk, scale, CAUSAL: tl.constexpr, BLOCK: tl.constexpr, D: tl.constexpr, DV: tl.constexpr):
+        bh = tl.program_id(0)
+        rows = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        feats, vfeats = tl.arange(0, D), tl.arange(0, DV)
+        q = tl.load(Q + bh * Lq * D + rows[:, None] * D + feats[None, :], mask=rows[:, None] < Lq, other=0.0).to(tl.float32)
+        m = tl.full([BLOCK], float('-inf'), tl.float32)
+        l = tl.zeros([BLOCK], tl.float32)
+        acc = tl.zeros([BLOCK, DV], tl.float32)
+        for start in range(0, Lk, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            k = tl.load(K + bh * Lk * D + cols[:, None] * D + feats[None, :], mask=cols[:, None] < Lk, other=0.0).to(tl.float32)
+            v = tl.load(V + bh * Lk * DV + cols[:, None] * DV + vfeats[None, :], mask=cols[:, None] < Lk, other=0.0).to(tl.float32)
+            s = tl.dot(q, tl.trans(k), input_precision='ieee') * scale
+            allowed = cols[None, :] < Lk
+            if CAUSAL: allowed = allowed & (cols[None, :] <= rows[:, None])
+            s = tl.where(allowed, s, float('-inf'))
+            m = tl.maximum(m, tl.max(s, 1))
+            p = tl.exp(s - m[:, None])
+            l = l + tl.sum(p, 1)                                           # missing: l * exp(m_old - m_new)
+            acc = acc + tl.dot(p, v, input_precision='ieee')               # missing: acc * exp(m_old - m_new)
+        tl.store(OUT + bh * Lq * DV + rows[:, None] * DV + vfeats[None, :], (acc / l[:, None]).to(OUT.dtype.element_ty), mask=rows[:, None] < Lq)
+    return triton, kernel
+
+def triton_tile_without_rescale(q, k, v, causal, block):
+    "The launcher of exercise 8's Triton kernel, run with a tile update that adds each tile to the running sum and output without rescaling them to the new maximum."
+    triton, kernel = _kernel_without_rescale()
+    B, H, Lq, d = q.shape
+    Lk, dv = k.size(-2), v.size(-1)
+    D, DV = (max(16, triton.next_power_of_2(n)) for n in (d, dv))
+    flat = lambda x, width: torch.nn.functional.pad(x, (0, width - x.size(-1))).reshape(B * H, x.size(-2), width).contiguous()
+    out = q.new_empty(B * H, Lq, DV)
+    kernel[(B * H, triton.cdiv(Lq, block))](flat(q, D), flat(k, D), flat(v, DV), out, Lq, Lk, d ** -0.5, causal, block, D, DV)
+    return out[..., :dv].reshape(B, H, Lq, dv)
+
 def merge_advances_one(ids, pair, new_id):
     "Each match replaces its first id, and the scan goes on at the next position, which is the match's second id."
     return [new_id if (a, b) == tuple(pair) else a for a, b in zip(ids, ids[1:])] + list(ids[-1:])
@@ -492,6 +534,7 @@ MUTANTS['warmup_counted_from_zero'] = ('check_warmup_schedule', warmup_counted_f
 MUTANTS['online_softmax_not_rescaled'] = ('check_online_softmax', online_softmax_not_rescaled, 'not rescaled when the maximum grows')
 MUTANTS['tiled_attention_whole_matrix'] = ('check_tiled_attention', tiled_attention_whole_matrix, 'score matrix')
 MUTANTS['tiled_backward_without_d'] = ('check_tiled_attention_backward', tiled_backward_without_d, 'the D term is missing')
+MUTANTS['triton_tile_without_rescale'] = ('check_triton_tiled_attention', triton_tile_without_rescale, 'neither the running sum nor the output is rescaled')
 MUTANTS['merge_advances_one'] = ('check_merge', merge_advances_one, 'a match advances one position')
 MUTANTS['encode_characters'] = ('check_encode', encode_characters, 'characters as ord(c), not bytes')
 MUTANTS['train_step_clips_after_step'] = ('check_train_step', train_step_clips_after_step, 'clipped after optimizer.step()')

@@ -8,7 +8,7 @@ from .attention import (check_scaled_dot_product_attention, check_padding_mask, 
                         check_merge_heads, check_multi_head_attention)
 from .layers import check_positional_encoding, check_layer_norm, check_feed_forward, check_encoder_layer, check_decoder_layer
 from .training import check_label_smoothed_loss, check_warmup_schedule, check_train_step, check_train_loop
-from .flash import check_online_softmax, check_tiled_attention, check_tiled_attention_backward
+from .flash import check_online_softmax, check_tiled_attention, check_tiled_attention_backward, check_triton_tiled_attention
 from .tokens import check_merge, check_encode
 from .decoding import check_cached_self_attention, check_greedy_decode_cached, check_length_penalty, check_beam_search
 from .sampling import check_gpt_forward, check_top_k_filter, check_top_p_filter, check_sample_next
@@ -20,5 +20,5 @@ __all__ = ['check_scaled_dot_product_attention', 'check_padding_mask', 'check_ca
            'check_merge_heads', 'check_multi_head_attention', 'check_positional_encoding', 'check_layer_norm',
            'check_feed_forward', 'check_encoder_layer', 'check_decoder_layer', 'check_label_smoothed_loss',
            'check_warmup_schedule', 'check_train_step', 'check_train_loop', 'check_online_softmax', 'check_tiled_attention',
-           'check_tiled_attention_backward', 'check_merge', 'check_encode', 'check_cached_self_attention', 'check_greedy_decode_cached',
+           'check_tiled_attention_backward', 'check_triton_tiled_attention', 'check_merge', 'check_encode', 'check_cached_self_attention', 'check_greedy_decode_cached',
            'check_length_penalty', 'check_beam_search', 'check_gpt_forward', 'check_top_k_filter', 'check_top_p_filter', 'check_sample_next']
