@@ -1,11 +1,15 @@
 """The GPT on Shakespeare: the CLI's recipe from command to last line, the same model trained beside transformers' GPT-2, and generation speed.
 
 Usage: python benchmarks/shakespeare.py [--part cli hf generate] [--steps 1400] [--device cpu]
+       python benchmarks/shakespeare.py --part blocks        # the command's run with GPT-2's block and with its own
        python benchmarks/shakespeare.py --part budget --device cuda [--seconds 180]
        python benchmarks/shakespeare.py --part pace          # the budget part's model: seconds per step here
 
 - cli: `transformer-tutorial train --task shakespeare` run as a user runs it, timed from the command to its last line;
   then the validation loss of the folder it wrote on all of the validation plays (back-to-back windows).
+- blocks: the command's run (`train --task shakespeare`: its tokens, sizes and recipe) in this process, twice: with
+  GPT-2's block (chapter 17, feed-forward 512 wide) and with the command's `SHAKESPEARE_BLOCK` (chapter 17c's Llama
+  block, tied, 344 wide: about as many parameters); each timed from the call to its end and scored as `cli` scores.
 - hf: the course's GPT and a `transformers` GPT2LMHeadModel of the same size, starting from the same weights (the course's
   copied from GPT-2's by `from_gpt2`), trained on the same batches with the same optimizer, schedule and clipping by the
   course's `train_step`, one step of each in turn; step times and validation losses side by side.
@@ -29,7 +33,7 @@ from transformer_tutorial.shakespeare import ShakespeareTask
 from transformer_tutorial.model_files import from_pretrained
 from transformer_tutorial.training import make_optimizer, train_step
 
-RECIPE = dict(d_model=128, num_heads=4, num_layers=4, d_ff=512, batch_size=32, lr=6e-3, warmup=100)  # the CLI's (cli.TASKS)
+RECIPE = dict(d_model=128, num_heads=4, num_layers=4, d_ff=512, batch_size=32, lr=6e-3, warmup=100)  # chapter 17's GPT-2 block, the CLI's recipe
 
 
 def cli(a):
@@ -53,6 +57,28 @@ def cli(a):
 
 
 COUNT_ORDER = 7   # the best order of chapter 16's table
+
+
+def blocks(a):
+    "The command's run in this process with GPT-2's block, then with its own (`SHAKESPEARE_BLOCK`): parameters, wall time, the fair score against the count model."
+    from transformer_tutorial import cli as tt
+    from transformer_tutorial.model_files import read_config
+    make, options = tt.TASKS['shakespeare']
+    counted = None
+    print("| block | parameters | wall time | nats per character | against the count model |\n|---|---|---|---|---|", flush=True)
+    for name, block, d_ff in (('GPT-2 (chapter 17)', {}, 512), ('Llama, tied (chapter 17c)', tt.SHAKESPEARE_BLOCK, options['d_ff'])):
+        tt.TASKS['shakespeare'] = (lambda: ShakespeareTask(context=64, block=block), {**options, 'd_ff': d_ff})
+        out = os.path.join(tempfile.mkdtemp(), 'run')
+        try:
+            t = time.perf_counter()
+            with contextlib.redirect_stdout(open(os.devnull, 'w')): tt.main(['train', '--task', 'shakespeare', '--out', out])
+            wall = time.perf_counter() - t
+        finally: tt.TASKS['shakespeare'] = (make, options)
+        task, model = tt.task_from_config(read_config(out)['task']), from_pretrained(out)
+        nats = task.evaluate(model, n=None)['bits_per_char'] * math.log(2)
+        counted = counted if counted is not None else count_model_loss(task)
+        print(f"| {name} | {sum(p.numel() for p in model.parameters()):,} | {wall:.1f} s | {nats:.4f} | "
+              f"{abs(counted - nats):.3f} {'better' if nats < counted else 'worse'} |", flush=True)
 
 
 def count_model_loss(task=None):
@@ -216,7 +242,7 @@ def budget(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--part', nargs='+', default=['cli', 'hf', 'generate'], choices=['cli', 'hf', 'generate', 'budget', 'pace'])
+    ap.add_argument('--part', nargs='+', default=['cli', 'hf', 'generate'], choices=['cli', 'blocks', 'hf', 'generate', 'budget', 'pace'])
     ap.add_argument('--seconds', type=float, default=180, help='the budget part: seconds of training')
     ap.add_argument('--d-model', type=int, default=384); ap.add_argument('--layers', type=int, default=6); ap.add_argument('--heads', type=int, default=6)
     ap.add_argument('--steps', type=int, default=None, help='training steps (default: the CLI recipe, 1400)')
@@ -224,7 +250,7 @@ def main():
     a = ap.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {a.device}"
           + (f" ({torch.cuda.get_device_name()})" if a.device.startswith('cuda') else ''), flush=True)
-    for part in a.part: {'cli': cli, 'hf': side_by_side, 'generate': generation, 'budget': budget, 'pace': pace}[part](a)
+    for part in a.part: {'cli': cli, 'blocks': blocks, 'hf': side_by_side, 'generate': generation, 'budget': budget, 'pace': pace}[part](a)
     return 0
 
 

@@ -98,13 +98,23 @@ def test_mutant_rejected_with_diagnosis(name):
     assert diagnose(name) == str(e.value)
 
 
-def test_triton_check_skips_without_triton(monkeypatch, capsys):
-    "Where Triton is not installed, the Triton check says that it skipped, in one line, and fails nothing."
+def test_triton_check_skips_without_triton(monkeypatch):
+    "Where Triton is not installed, the Triton check returns a one-line notice that it skipped (a notebook shows it as the cell's output) and raises nothing."
     import importlib.util
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'triton' else find_spec(name, *a))
-    checks.check_triton_tiled_attention(None)
-    assert capsys.readouterr().out == 'triton_tiled_attention: skipped, Triton is not installed here (pip install triton; Colab has it on GPU runtimes)\n'
+    got = checks.check_triton_tiled_attention(None)
+    assert repr(got) == str(got) == 'triton_tiled_attention: skipped, Triton is not installed here (pip install triton; Colab has it on GPU runtimes)'
+
+
+def test_triton_check_skips_where_the_launcher_says_its_kernel_cannot_run():
+    "Exercise 8's launcher refuses when its kernel cannot run (no GPU, and an interpreter known to be wrong: Triton 3.0 with NumPy 2): the check returns that reason as its notice, not a failure."
+    pytest.importorskip('triton')
+    def launcher(q, k, v, causal, block): raise RuntimeError("the kernel cannot run here: Triton 3.0's interpreter with NumPy 2")
+    got = checks.check_triton_tiled_attention(launcher)
+    assert str(got) == "triton_tiled_attention: skipped, the kernel cannot run here: Triton 3.0's interpreter with NumPy 2"
+    def broken(q, k, v, causal, block): raise RuntimeError("something else")
+    with pytest.raises(AssertionError, match="raised RuntimeError: something else"): checks.check_triton_tiled_attention(broken)
 
 
 def test_triton_check_names_a_jit_function_given_for_the_launcher():

@@ -244,6 +244,20 @@ def test_what_the_wire_sends_by_value_and_what_it_cannot_send():
         grading._unwire(dict(sent["v"][0], **{"class": ["torch.nn", "Linear"]}), None, {})
 
 
+def test_a_check_that_cannot_run_where_graded_gives_no_point(tmp_path, monkeypatch):
+    "Exercise 8's Triton check on a grader without Triton: the check returns its notice that it skipped, which is a failed check there (0 of its point), not a pass; the other three checks pass."
+    hide = tmp_path / "no_triton"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import importlib.util as u\n_find = u.find_spec\n"
+                                           "u.find_spec = lambda name, *a, **k: None if name == 'triton' else _find(name, *a, **k)\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hide), *filter(None, [os.environ.get("PYTHONPATH")])]))  # the verdict process's
+    name = "ex08_online_softmax_tiled_attention"
+    nb = nbformat.read(exercise_folder() / f"{name}.ipynb", as_version=4)
+    row = grading.grade_submission(nb, course_exercises()[name], Limits(cell_seconds=300))
+    assert (row["points"], row["max_points"]) == (3, 4), row
+    assert dict(row["checks"])["check_triton_tiled_attention"].startswith("triton_tiled_attention: skipped, Triton is not installed here"), row
+
+
 def test_an_exception_of_the_students_code_keeps_its_class():
     e = grading._remote_error("NameError", "name 'x' is not defined")
     assert isinstance(e, NameError) and type(e).__name__ == "NameError" and str(e) == "name 'x' is not defined"

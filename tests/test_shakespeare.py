@@ -165,3 +165,18 @@ def test_the_task_scores_exactly_the_characters_the_count_model_scores():
     want = -logp[ids[:-1], ids[1:]].double().mean().item()
     got = task.evaluate(model, n=None)
     assert got['chars'] == len(ids) - 1 and abs(got['loss'] - want) < 1e-5
+
+
+def test_the_task_builds_the_block_it_is_given_and_records_it():
+    "A ShakespeareTask builds its GPT with its `block` choices (the command line's: chapter 17c's Llama block, tied), records them in to_dict, and from_dict rebuilds the same task; without one, GPT-2's block."
+    from transformer_tutorial.cli import SHAKESPEARE_BLOCK, TASKS
+    from transformer_tutorial.shakespeare import ShakespeareTask
+    task = TASKS['shakespeare'][0]()
+    assert task.block == SHAKESPEARE_BLOCK and task.context == 64
+    cfg = task.make_model(0, 32, 2, 1, 48).config
+    assert (cfg.norm, cfg.activation, cfg.positions, cfg.tie_embeddings, cfg.qkv_bias, cfg.d_ff) == ('rms', 'swiglu', 'rope', True, False, 48)
+    again = ShakespeareTask.from_dict(json.loads(json.dumps(task.to_dict())))
+    assert again.block == task.block and again.vocab.chars == task.vocab.chars
+    plain = ShakespeareTask(context=16, chars=task.vocab.chars)
+    assert 'block' not in plain.to_dict() and plain.make_model(0, 32, 2, 1, 48).config.norm == 'layer'
+    with pytest.raises(TypeError, match='nrm'): ShakespeareTask(context=16, chars='ab', block={'nrm': 'rms'}).make_model()

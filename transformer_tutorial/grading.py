@@ -750,6 +750,7 @@ def _verdict_main():
     "The verdict process (`python -c 'from transformer_tutorial.grading import _verdict_main; _verdict_main()'`): imports the course's checks before any student's code runs, then runs the check each line of stdin names against a proxy of the student's object, and answers with its verdict."
     import contextlib
     from transformer_tutorial import checks
+    from transformer_tutorial.checks.core import _Skipped
     questions = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # what anything else prints goes to stderr, never into the answers
     link = _Link(sys.stdin, questions)
@@ -757,7 +758,8 @@ def _verdict_main():
     for line in iter(sys.stdin.readline, ""):
         req, printed, error, unsendable = json.loads(line), io.StringIO(), None, None
         try:
-            with contextlib.redirect_stdout(printed): getattr(checks, req["check"])(link.unwire(req["arg"]))
+            with contextlib.redirect_stdout(printed): result = getattr(checks, req["check"])(link.unwire(req["arg"]))
+            if isinstance(result, _Skipped): error = str(result)   # the check could not run here: no point for it
         except _Stopped as e: error = str(e)
         except Exception as e:
             error, cause = f"{type(e).__name__}: {e}", e

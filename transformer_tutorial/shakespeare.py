@@ -186,10 +186,11 @@ class ShakespeareTask(Task):
     pad_id = -1          # no target is padding: every character is scored
     fixed_shapes = True  # every batch is (batch_size, context)
 
-    def __init__(self, context: int = 128, chars: Optional[str] = None, tokenizer=None):
+    def __init__(self, context: int = 128, chars: Optional[str] = None, tokenizer=None, block: Optional[dict] = None):
         _check_positive_int('context', context)
         if tokenizer is not None and chars is not None: raise ValueError("give chars (a character vocabulary) or tokenizer, not both")
         self.context, self.tokenizer = context, tokenizer
+        self.block = dict(block or {})   # the GPT's choices beyond its sizes (chapter 17c's LLAMA_BLOCK, say); {}: GPT-2's block
         self.vocab = tokenizer if tokenizer is not None else CharVocab(chars if chars is not None else load_shakespeare('train'))  # recorded in a model folder
         self.src_vocab_size = self.tgt_vocab_size = len(self.vocab)
         self.max_src_len = self.max_tgt_len = context
@@ -226,11 +227,11 @@ class ShakespeareTask(Task):
         return next_batch
 
     def make_model(self, seed: int = 0, d_model: int = 128, num_heads: int = 4, num_layers: int = 4, d_ff: int = 512) -> nn.Module:
-        "A dropout-free `GPT` (chapter 17) reading `context` characters, initialized from `seed` without touching the global RNG."
+        "A dropout-free `GPT` (chapter 17) reading `context` tokens, with the task's `block` choices, initialized from `seed` without touching the global RNG."
         from transformer_tutorial.gpt import GPT
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return GPT(len(self.vocab), self.context, d_model, num_heads, num_layers, d_ff)
+            return GPT(len(self.vocab), self.context, d_model, num_heads, num_layers, d_ff, **self.block)
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, n: Optional[int] = 1000, batch_size: int = 64) -> dict:
@@ -253,15 +254,16 @@ class ShakespeareTask(Task):
         return f"validation loss {metrics['loss']:.4f} nats per token, {metrics['bits_per_char']:.3f} bits per character"
 
     def to_dict(self) -> dict:
-        if self.tokenizer is None: return {'name': self.name, 'context': self.context, 'chars': self.vocab.chars}
-        return {'name': self.name, 'context': self.context, 'tokenizer': self.tokenizer.to_dict()}
+        block = {'block': self.block} if self.block else {}
+        if self.tokenizer is None: return {'name': self.name, 'context': self.context, 'chars': self.vocab.chars, **block}
+        return {'name': self.name, 'context': self.context, 'tokenizer': self.tokenizer.to_dict(), **block}
 
     @classmethod
     def from_dict(cls, d: dict) -> 'ShakespeareTask':
         "The task `to_dict` described, its tokenizer rebuilt."
-        if 'tokenizer' not in d: return cls(d['context'], d.get('chars'))
+        if 'tokenizer' not in d: return cls(d['context'], d.get('chars'), block=d.get('block'))
         from transformer_tutorial.tokenizer import BPETokenizer
-        return cls(d['context'], tokenizer=BPETokenizer.from_dict(d['tokenizer']))
+        return cls(d['context'], tokenizer=BPETokenizer.from_dict(d['tokenizer']), block=d.get('block'))
 
     def encode(self, text: str) -> torch.Tensor:
         "Ids (1, L) of a prompt; a `ValueError` for an empty one or a character outside the vocabulary."

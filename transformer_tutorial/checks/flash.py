@@ -10,7 +10,7 @@ from typing import Callable
 import importlib.util, math
 import torch
 from ..flash import LargestTensor
-from .core import _randn, _fail, _shape, _close, _maxerr, _call, _diagnose, _keeps_rng, _passed
+from .core import _randn, _fail, _Skipped, _shape, _close, _maxerr, _call, _diagnose, _keeps_rng, _passed
 
 # %% ../../nbs/13d_flash_checks.ipynb #6226b2e8
 def _online(x, block, *, rescale='right', final='running', skip_partial=False):
@@ -243,12 +243,14 @@ def _keys_padded(x, block):
     "x (B, H, L, d) with zero rows appended up to a multiple of `block`: the last tile as `tl.load(..., other=0.0)` reads it."
     return torch.nn.functional.pad(x, (0, 0, 0, -x.size(-2) % block))
 
+_CANNOT_RUN = 'raised RuntimeError: the kernel cannot run here: '   # how exercise 8's launcher refuses, through _call
+
 @_keeps_rng
 def check_triton_tiled_attention(fn: Callable) -> None:
-    "Check `fn(q, k, v, causal, block)`, the launcher of exercise 8's Triton kernel: softmax(Q Kᵀ / √d) V (B, H, Lq, d_v), `causal` as in `check_tiled_attention`, for blocks Triton takes (16, 32), lengths not a multiple of the block, Lq < Lk and Lq > Lk, d_v != d_k, scores in the hundreds, float16 kept; says that it skipped where Triton is not installed."
+    "Check `fn(q, k, v, causal, block)`, the launcher of exercise 8's Triton kernel: softmax(Q Kᵀ / √d) V (B, H, Lq, d_v), `causal` as in `check_tiled_attention`, for blocks Triton takes (16, 32), lengths not a multiple of the block, Lq < Lk and Lq > Lk, d_v != d_k, scores in the hundreds, float16 kept; where Triton is not installed, or the launcher says that its kernel cannot run here, it returns a notice that it skipped, which the batch grader gives no point."
     name, n = 'triton_tiled_attention', 0
     if importlib.util.find_spec('triton') is None:
-        print(f"{name}: skipped, Triton is not installed here (pip install triton; Colab has it on GPU runtimes)"); return
+        return _Skipped(f"{name}: skipped, Triton is not installed here (pip install triton; Colab has it on GPU runtimes)")
     if type(fn).__name__ in ('JITFunction', 'InterpretedFunction'):
         _fail(name, "got a @triton.jit function, which runs only inside a kernel: pass the launcher, "
                     "check_triton_tiled_attention(triton_tiled_attention), which runs your tile update in its kernel")
@@ -256,7 +258,10 @@ def check_triton_tiled_attention(fn: Callable) -> None:
     for (B, H, Lq, d), Lk, causal, block in cases:
         q, k, v = _randn(B, H, Lq, d, seed=105), _randn(B, H, Lk, d, seed=106), _randn(B, H, Lk, d + 2, seed=107)  # d_v != d_k
         what = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, causal={causal}, block={block}"
-        out = _call(name, fn, q, k, v, causal, block)
+        try: out = _call(name, fn, q, k, v, causal, block)
+        except AssertionError as e:   # the launcher's own refusal (no GPU and no working interpreter): a notice, not a verdict
+            if _CANNOT_RUN not in str(e): raise
+            return _Skipped(f"{name}: skipped, the kernel cannot run here: " + str(e).split(_CANNOT_RUN, 1)[1].rsplit(' (called with', 1)[0])
         ref = _reference_attention(q, k, v, causal)
         if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
             _fail(name, f"returned {_shape(out)} for {what}: the output is (B, H, Lq, d_v) = {tuple(ref.shape)}")
