@@ -130,12 +130,15 @@ def run_check_cells(nb, folder: Union[str, Path], timeout: int = 600, kernel_nam
     import subprocess
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
+    from transformer_tutorial.checks.core import _SKIPPED_MIME
     for cell in nb.cells:
         if cell.cell_type == "code": cell.outputs, cell.execution_count = [], None  # outputs stored by the student are not results
     errors = {}  # cell index -> "Name: message" of each cell that ran and failed; a cell that never ran is not here
     def record(cell, cell_index, execute_reply):
         c = execute_reply["content"]
         errors[cell_index] = f"{c['ename']}: {c['evalue']}" if c["status"] == "error" else None
+        skipped = [o["data"][_SKIPPED_MIME] for o in cell.get("outputs", []) if _SKIPPED_MIME in o.get("data", {})]
+        if skipped and errors[cell_index] is None: errors[cell_index] = f"Skipped: {skipped[0]}"   # a check that could not run here: no point
     timed_out = {"ename": "CellTimeoutError", "evalue": f"the cell ran longer than {timeout} s and was interrupted", "traceback": []}
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True, interrupt_on_timeout=True,
                             error_on_timeout=timed_out, on_cell_executed=record, resources={"metadata": {"path": str(folder)}})
