@@ -162,6 +162,17 @@ CHECKS_EX02 = ["check_causal_mask", "check_padding_mask"]
     ("open('/home/teacher/grades.csv', 'w').write('x')", "writes or deletes files"),
     ("from pathlib import Path\nPath('../ada/ex02_masks.ipynb').write_text('{}')", "writes or deletes files"),
     ("import os\nos.remove('ex02_masks.ipynb')", "writes or deletes files"),
+    ("globals().__setitem__('check_padding_mask', lambda f: None)", "reaches a namespace by hand"),
+    ("g = globals()\ng['check_padding_mask'] = print", "reaches a namespace by hand"),
+    ("get_ipython().user_ns['check_padding_mask'] = print", "reaches a namespace by hand"),
+    ("import transformer_tutorial.checks.attention as A\nA.__dict__.update(_close=lambda *a, **k: True)", "reaches a namespace by hand"),
+    ("getattr(get_ipython(), 'set_' + 'custom_exc')((Exception,), print)", "reaches an attribute by a name built at run time"),
+    ("getattr(get_ipython(), 'set_custom_exc')((Exception,), print)", "installs an IPython or interpreter hook"),
+    ("import os\ngetattr(os, '_exit')(0)", "ends or signals a process"),
+    ("import io\nio.FileIO('/tmp/grades.csv', 'w')", "writes or deletes files"),
+    ("import shutil\nshutil.copy2('mine.ipynb', '../ada/ex02_masks.ipynb')", "writes or deletes files"),
+    ("from pathlib import Path\nPath('../ada/ex02_masks.ipynb').open('w').write('{}')", "writes or deletes files"),
+    ("import runpy\nrunpy.run_path('cheat.py')", "runs code built at run time"),
 ])
 def test_tampering_is_flagged(code, found):
     flags = tampering([code], CHECKS_EX02)
@@ -176,6 +187,9 @@ def test_tampering_is_flagged(code, found):
     "with open('data.txt') as f: text = f.read()",                                      # reading a file
     "self = object()\nsetattr(self, 'w', 1)",                                           # setattr on the student's object
     "x = 'exit'.replace('e', 'E')",
+    "import torch\nact = getattr(torch.nn.functional, 'gelu')\nname = 'relu'\nf = getattr(torch, name)",  # looking up torch's functions
+    "from pathlib import Path\ntext = Path('data.txt').open().read()",               # reading a file through a path
+    "def settings(args): return vars(args)",
 ])
 def test_tampering_flags_nothing_honest(code):
     assert tampering([code], CHECKS_EX02) == []
@@ -572,6 +586,11 @@ def batch(grader, tmp_path_factory):
     deleting["cells"].insert(0, {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
                                  "source": f"import os\nos.remove('ex02_masks.ipynb')\nos.remove({str(c / 'del' / 'ex02_masks.ipynb')!r})"})
     put("del/ex02_masks.ipynb", json.dumps(deleting))
+    odd = json.loads((ada / "ex02_masks.ipynb").read_text())                                  # metadata a hand edit left: no mapping, a
+    odd["cells"][0]["metadata"]["nbgrader"] = None                                           # grade id that is a list
+    odd["cells"].append({"cell_type": "code", "metadata": {"nbgrader": {"grade": True, "grade_id": ["x"]}}, "outputs": [],
+                         "execution_count": None, "source": "1"})
+    put("odd/ex02_masks.ipynb", json.dumps(odd))
     r = grader.grade(["class", "--out", "out/grades.csv", "--timeout", str(TIMEOUT), "--jobs", "2"], root)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     return root, r
@@ -628,7 +647,8 @@ def test_batch_grader_bad_input_is_one_row_and_line_each_and_the_rest_is_graded(
                    ("a.b", "a.b/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok"),
                    ("kit", "kit/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok"),                # the one named as the exercise
                    ("kit", "kit/ex02_masks (copy).ipynb"): ("ex02_masks", "0.0", "0.0", "not graded"),
-                   ("del", "del/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok")}
+                   ("del", "del/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok"),
+                   ("odd", "odd/ex02_masks.ipynb"): ("ex02_masks", "2.0", "2.0", "ok")}
     assert rows["hal", "hal/ex01_attention.ipynb"]["notes"] == "holds exercise ex02_masks (by its check cells): graded as ex02_masks"
     assert rows["ivy", "ivy/ex01_attention.ipynb"]["notes"].startswith("not a readable notebook (")  # the error's name is nbformat's
     assert rows["jo", "jo/ex02_masks.ipynb"]["notes"].startswith("has no check cells of ex02_masks (deleted?): each counts 0; it has no code cells")
@@ -709,13 +729,28 @@ def test_batch_grader_reads_nbgrader_folders_and_agrees_but_where_nbgrader_was_f
     assert {s for s in CLASS if batch_totals[s] != nbgrader_totals[s]} == {"kim"} and batch_totals["kim"] < nbgrader_totals["kim"]
 
 
+def test_a_check_cell_run_in_the_kernel_calls_the_course_s_check_whatever_the_notebook_bound():
+    code = grading._guarded("check_padding_mask(padding_mask)", ["check_padding_mask", "check_causal_mask"], "ab12cd34")
+    assert code == "from transformer_tutorial.checks import check_padding_mask as _tt_ab12cd34_check_padding_mask\n" \
+                   "_tt_ab12cd34_check_padding_mask(padding_mask)"
+    ns = {"check_padding_mask": lambda f: None, "padding_mask": lambda tokens, pad_id: None}   # rebound, and a wrong mask
+    with pytest.raises(AssertionError, match="padding_mask"): exec(code, ns)
+
+
 def test_exercise_10_is_graded_in_the_kernel_and_the_notes_say_why(grader, tmp_path):
     "Its checks hand the student's code a model and an optimizer, which the wire cannot send: they run in the kernel; the solution scores 2 of 2, the untouched student version 0, failing with NotImplementedError."
     solution = json.loads((exercise_folder() / "ex10_training_step.ipynb").read_text(encoding="utf-8"))
     student = json.loads(json.dumps(solution))
     for c in student["cells"]:
         if c["metadata"].get("nbgrader", {}).get("solution"): c["source"] = strip_solutions("".join(c["source"]))
-    for who, nb in (("ada", solution), ("una", student)):
+    cheats = {"rex": "check_train_step = check_train_loop = lambda f: None",                 # the check cells run in the kernel: each
+              "zed": "globals().__setitem__('check_train_step', lambda f: None)\n"           # calls the course's check under a private
+                     "get_ipython().user_ns['check_train_loop'] = print"}                     # name it imports itself
+    forged = {who: json.loads(json.dumps(student)) for who in cheats}
+    for who, code in cheats.items():
+        first = next(c for c in forged[who]["cells"] if c["metadata"].get("nbgrader", {}).get("solution"))
+        first["source"] = "".join(first["source"]) + "\n" + code
+    for who, nb in (("ada", solution), ("una", student), *forged.items()):
         (tmp_path / "class" / who).mkdir(parents=True)
         (tmp_path / "class" / who / "ex10_training_step.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     r = grader.grade(["class", "--out", "out/grades.csv", "--timeout", "300"], tmp_path)  # the training demonstration may take a while
@@ -724,3 +759,6 @@ def test_exercise_10_is_graded_in_the_kernel_and_the_notes_say_why(grader, tmp_p
     assert (float(by["ada"]["points"]), float(by["ada"]["max_points"])) == (2, 2), by["ada"]
     assert by["ada"]["notes"].count("which cannot cross to the kernel") == 2, by["ada"]
     assert float(by["una"]["points"]) == 0 and "NotImplementedError" in by["una"]["first_failure"], by["una"]
+    for who in cheats: assert float(by[who]["points"]) == 0 and "NotImplementedError" in by[who]["first_failure"], by[who]
+    assert "rebinds the check check_train_step" in by["rex"]["integrity"], by["rex"]
+    assert by["zed"]["integrity"].count("reaches a namespace by hand") == 2, by["zed"]

@@ -110,7 +110,8 @@ def _check_cells(nb):
     "Yield (index, grade_id, points) for each graded check cell of `nb`."
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code": continue
-        meta = cell.metadata.get("nbgrader", {})
+        meta = cell.metadata.get("nbgrader")
+        meta = meta if isinstance(meta, dict) else {}   # a hand-edited notebook may hold anything there
         if meta.get("grade") and not meta.get("solution"):
             yield i, meta.get("grade_id", f"cell-{i}"), float(meta.get("points", 1))
         elif not meta and _CHECK_CALL.search(cell.source):

@@ -26,14 +26,19 @@ class Exercise:
     names: List[str]
     solutions: List[str]
 
+def _nbgrader(cell) -> dict:
+    "A cell's nbgrader metadata; {} where it is missing or not a mapping (a hand-edited notebook)."
+    m = cell.metadata.get("nbgrader")
+    return m if isinstance(m, dict) else {}
+
 def _solution_cells(nb):
     "The code of the cells nbgrader marks as solutions."
-    return [c.source for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+    return [c.source for c in nb.cells if c.cell_type == "code" and _nbgrader(c).get("solution")]
 
 def _grade_cells(nb):
-    "grade id -> cell of each graded, non-solution cell (the check cells)."
+    "grade id -> cell of each graded, non-solution cell (the check cells); a grade id that is not a string names no check."
     return {m["grade_id"]: c for c in nb.cells if c.cell_type == "code"
-            for m in [c.metadata.get("nbgrader", {})] if m.get("grade") and not m.get("solution") and "grade_id" in m}
+            for m in [_nbgrader(c)] if m.get("grade") and not m.get("solution") and isinstance(m.get("grade_id"), str)}
 
 def course_exercises(source: Optional[Union[str, Path]] = None) -> Dict[str, Exercise]:
     "The exercises of the notebooks in `source` (default: the course's own), by notebook name."
@@ -325,11 +330,12 @@ def _under(path, families):
 _EXITS = ("exit", "quit", "sys.exit", "os._exit", "os.abort", "os.kill", "os.killpg", "signal")
 _PROCESSES = ("os.fork", "os.forkpty", "os.system", "os.popen", "os.spawn", "os.exec", "os.posix_spawn", "subprocess", "multiprocessing",
               "pty", "concurrent.futures.ProcessPoolExecutor", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell")
-_DYNAMIC = ("exec", "eval", "compile", "__import__", "importlib", "ctypes", "gc.get_referrers", "gc.get_referents", "gc.get_objects",
+_DYNAMIC = ("exec", "eval", "compile", "__import__", "importlib", "ctypes", "runpy", "gc.get_referrers", "gc.get_referents", "gc.get_objects",
             "sys._getframe", "inspect.currentframe", "inspect.stack")
 _FILES = ("os.remove", "os.unlink", "os.rename", "os.replace", "os.rmdir", "os.removedirs", "os.truncate", "os.chmod", "os.symlink",
-          "os.link", "os.utime", "shutil.copy", "shutil.copyfile", "shutil.copytree", "shutil.move", "shutil.rmtree", "torch.save",
-          "numpy.save", "numpy.savez")
+          "os.link", "os.utime", "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.copytree",
+          "shutil.move", "shutil.rmtree", "shutil.make_archive", "shutil.unpack_archive", "torch.save", "numpy.save", "numpy.savez")
+_OPENERS = ("open", "io.open", "os.open", "io.FileIO", "os.fdopen")
 _FILE_METHODS = {"write_text", "write_bytes", "unlink", "touch", "symlink_to", "hardlink_to", "rmdir"}
 _HOOKS = {"set_custom_exc", "input_transformers_cleanup", "input_transformers_post", "ast_transformers", "excepthook", "displayhook",
           "settrace", "setprofile", "addaudithook", "showtraceback", "custom_exceptions", "register_magic_function"}
@@ -337,10 +343,20 @@ _INTERNALS = {"__code__", "__closure__", "__globals__", "__defaults__", "__kwdef
               "f_back", "tb_frame", "gi_frame", "__subclasses__"}
 _SHELL = re.compile(r"^\s*(!|%%?(bash|sh|script|system|sx|writefile)\b)")
 _NAMESPACES = ("globals", "locals", "vars")
+_REACHABLE = ("os", "sys", "builtins", "io", "shutil", "signal", "subprocess", "gc", "inspect", "importlib", "ctypes", PACKAGE)
 
-def _writes(call):
-    "True when a call of open() asks for a mode that writes (w, a, x or +), or one the code computes."
-    mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg in ("mode", "flags")), None)
+class _Plain(ast.NodeTransformer):
+    "`getattr(x, 'name')` written as `x.name` (and `setattr`/`delattr` with a constant name as an assignment), so that the flags see through them."
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f, a = node.func, node.args
+        if isinstance(f, ast.Name) and f.id == "getattr" and len(a) >= 2 and isinstance(a[1], ast.Constant) and isinstance(a[1].value, str):
+            return ast.copy_location(ast.Attribute(value=a[0], attr=a[1].value, ctx=ast.Load()), node)
+        return node
+
+def _writes(call, at=1):
+    "True when a call that opens a file asks for a mode that writes (w, a, x or +), or one the code computes; `at`: where its mode argument is."
+    mode = call.args[at] if len(call.args) > at else next((k.value for k in call.keywords if k.arg in ("mode", "flags")), None)
     return mode is not None and not (isinstance(mode, ast.Constant) and isinstance(mode.value, str) and not set(mode.value) & set("wax+"))
 
 def _patched(target, bound):
@@ -364,7 +380,7 @@ def tampering(sources: List[str], checks: List[str]) -> List[str]:
         found.append(f"{what}: `{line[:100]}`")
     for source in sources:
         found += [f"runs shell commands or writes files from a magic: `{l.strip()[:100]}`" for l in source.splitlines() if _SHELL.match(l)]
-    trees = [(t, s.splitlines()) for s in sources for t in [_code(s)] if t]
+    trees = [(_Plain().visit(t), s.splitlines()) for s in sources for t in [_code(s)] if t]
     bound = _bindings([t for t, _ in trees])
     for tree, lines in trees:
         for node in ast.walk(tree):
@@ -394,15 +410,21 @@ def tampering(sources: List[str], checks: List[str]) -> List[str]:
                 if _under(path, _EXITS): flag("ends or signals a process", node, lines)
                 elif _under(path, _PROCESSES): flag("starts processes", node, lines)
                 elif _under(path, _DYNAMIC): flag("runs code built at run time, or reaches into the interpreter", node, lines)
-                elif (path in ("open", "io.open", "os.open") and _writes(node)) or _under(path, _FILES) or method in _FILE_METHODS:
+                elif (path in _OPENERS and _writes(node)) or _under(path, _FILES) or method in _FILE_METHODS or \
+                        (method == "open" and path not in _OPENERS and _writes(node, 0)):   # Path.open("w")
                     flag("writes or deletes files", node, lines)
                 elif path.startswith("sys.modules.") and method not in ("get", "keys", "values", "items", "copy"):
                     flag("changes sys.modules", node, lines)
-                elif method == "update" and isinstance(node.func.value, ast.Call) and _path(node.func.value.func, bound) in _NAMESPACES:
-                    flag("rebinds names through globals()", node, lines)
+                elif path == "globals" or path in ("vars", "locals") and not node.args:
+                    flag("reaches a namespace by hand (globals(), vars(), __dict__, user_ns)", node, lines)
+                elif path in ("getattr", "setattr", "delattr") and len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant) and \
+                        (_path(_root(node.args[0]), bound).split(".")[0] in _REACHABLE or _path(_root(node.args[0]), bound) == "get_ipython"):
+                    flag("reaches an attribute by a name built at run time", node, lines)
                 elif method == "register" and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "events":
                     flag("installs an IPython or interpreter hook", node, lines)
             elif isinstance(node, ast.Attribute) and node.attr in _HOOKS: flag("installs an IPython or interpreter hook", node, lines)
+            elif isinstance(node, ast.Attribute) and node.attr in ("__dict__", "user_ns", "user_global_ns"):
+                flag("reaches a namespace by hand (globals(), vars(), __dict__, user_ns)", node, lines)
             elif (isinstance(node, ast.Attribute) and node.attr in _INTERNALS) or (isinstance(node, ast.Name) and node.id == "__builtins__"):
                 flag("reaches into the interpreter's internals", node, lines)
             elif isinstance(node, ast.Raise) and node.exc is not None:
@@ -967,15 +989,29 @@ class _Verdict:
             self.proc.kill()
             self.proc.wait()
 
+async def _drain(client):
+    "Count what the kernel printed while answering a question (nobody shows it) against the notebook's output limit: past it, the kernel is stopped."
+    from queue import Empty
+    from jupyter_core.utils import ensure_async
+    while True:
+        try: msg = await ensure_async(client.kc.iopub_channel.get_msg(timeout=0))
+        except Empty: return
+        content = msg["content"]
+        client.printed += len(content.get("text", "")) + sum(len(str(v)) for v in content.get("data", {}).values())
+        if client.printed > client.output_limit and not client.overflowed:
+            client.overflowed = True
+            _kill_session(client.km.provisioner.pid)
+
 async def _reply(client, msg_id, deadline):
-    "The kernel's reply to `msg_id`; 'dead' when the kernel died, 'late' when `deadline` passed."
+    "The kernel's reply to `msg_id`; 'dead' when the kernel died, 'late' when `deadline` passed; what it prints meanwhile is counted (`_drain`)."
     from queue import Empty
     from time import monotonic
     from jupyter_core.utils import ensure_async
     while True:
+        await _drain(client)
         left = deadline - monotonic()
         if left <= 0: return "late"
-        try: msg = await ensure_async(client.kc.shell_channel.get_msg(timeout=min(1.0, left)))
+        try: msg = await ensure_async(client.kc.shell_channel.get_msg(timeout=min(0.1, left)))
         except Empty:
             if not await ensure_async(client.km.is_alive()): return "dead"
             continue
@@ -1096,8 +1132,8 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined)
                             notes.append(f"{judged[index][0]}: {verdicts[index]}")
                         if verdict.unsendable:   # run the cell in the kernel after all, as nbgrader does
                             del verdicts[index]
-                            notes.append(f"{judged[index][0]} ran in the student's kernel, where its verdict can be forged: "
-                                         f"it passes the student's code an object the grader's wire does not carry ({verdict.unsendable})")
+                            notes.append(f"{judged[index][0]} ran in the student's kernel, where only code that patches the package (flagged) "
+                                         f"could forge its verdict: it passes the student's code an object the grader's wire does not carry ({verdict.unsendable})")
                     if index not in verdicts:
                         client.timeout = max(1, int(seconds))
                         await client.async_execute_cell(cell, index, execution_count=index + 1)
@@ -1126,6 +1162,16 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined)
     return {"errors": errors, "verdicts": verdicts, "notes": notes, "status": state["status"]}
 
 # %% ../nbs/15a_grading.ipynb #0ca36fb0
+def _guarded(source: str, checks: List[str], tag: str) -> str:
+    "A check cell that runs in the kernel, with each course check it calls imported inside the cell under a private name (`_tt_<tag>_check_x`): a notebook that rebinds `check_x` changes nothing there."
+    tree = _code(source)
+    used = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in checks}) if tree else []
+    if not used: return source
+    private = {u: f"_tt_{tag}_{u}" for u in used}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id in private: n.id = private[n.id]
+    return f"from {PACKAGE}.checks import {', '.join(f'{u} as {p}' for u, p in private.items())}\n{ast.unparse(tree)}"
+
 def _short(gid, exercise):
     "A check's grade id without its exercise's prefix: `ex02_masks_check_causal_mask` -> `check_causal_mask`."
     return gid[len(exercise) + 1:] if gid.startswith(exercise + "_") else gid
@@ -1153,6 +1199,9 @@ def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, referenc
         available = verdict.ready()
         index = {id(c): i for i, c in enumerate(nb.cells)}
         judged = {index[id(c)]: call for g, c in cells.items() if g in ex.checks for call in [_verdict_call(c.source, available)] if call}
+        tag = os.urandom(4).hex()   # a name the notebook cannot know in advance
+        for g, c in cells.items():
+            if g in ex.checks: c.source = _guarded(c.source, [*available, *_IN_KERNEL], tag)   # for a check that ends up running in the kernel
         for sub in ("work", "home", "tmp"): (box / sub).mkdir()
         (box / "work" / f"{ex.name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")  # the kernel's folder holds the notebook alone
         report = run_sync(_run_notebook)(nb, box, limits, verdict, judged, kernel_name, sandbox and landlock_abi() > 0)
@@ -1168,7 +1217,7 @@ def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, referenc
         checks.append([_short(g, ex.name), err])
     why = lambda source: ("it hands the student's code a model and an optimizer, which cannot cross to the kernel" if _verdict_call(source, _IN_KERNEL)
                           else "not a course check called on one name")
-    notes += [f"{_short(g, ex.name)} ran in the student's kernel, where its verdict can be forged ({why(c.source)})"
+    notes += [f"{_short(g, ex.name)} ran in the student's kernel, where only code that patches the package (flagged) could forge its verdict ({why(ex.checks[g][0])})"
               for g, c in cells.items() if g in ex.checks and index[id(c)] not in judged]
     failed = [f"{name}: {err}" for name, err in checks if err]
     return {"exercise": ex.name, "points": sum((p for (name, err), (_, p) in zip(checks, ex.checks.values()) if not err), 0.0),
