@@ -48,7 +48,8 @@ def exercise_folder() -> Path:
 
 def _student_version(path, badge_url=None, site_url=None):
     "The student version of the notebook at `path` as .ipynb text."
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    try: nb = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ValueError(f"{path} is not a notebook (not UTF-8 JSON: {e})") from None
     cells = []
     for cell in nb["cells"]:
         text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
