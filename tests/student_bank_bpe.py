@@ -157,7 +157,15 @@ def encode_returns_bytes(text, merges):
     "MISTAKE: returns the bytes object."
     return text.encode('utf-8')
 
+@_reg(ENCODE)
+def encode_in_dict_order(text, merges):
+    "MISTAKE: every merge once, in the dict's order: right only while the dict happens to be in the order the merges were learned."
+    ids = list(text.encode('utf-8'))
+    for pair, new_id in merges.items(): ids = _merge(ids, pair, new_id)
+    return ids
+
 NAMED.update({
+    'encode_in_dict_order': "the merges applied in the dict's order",
     'encode_chars': 'characters as ord(c), not bytes',
     'encode_latest_first': 'the latest-learned merge first',
     'encode_reverse_order': 'the merges applied newest first',

@@ -376,12 +376,13 @@ NAMED.update({
 from transformer_tutorial.decoding import KVCache, decode_step
 
 def _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, *, normalize=True, at_the_end=False,
-                 finished='pad', joint=True, probabilities=False, all_beams_live=False):
+                 finished='pad', joint=True, probabilities=False, all_beams_live=False, flat_ids=False):
     "The pieces every beam search below shares, with the choice each one changes."
     K, V = beam_size, model.config.tgt_vocab_size
     src_mask = padding_mask(src, pad_id).repeat_interleave(K, 0)           # (K, 1, 1, Ls)
     cache = KVCache(model, model.encode(src.repeat_interleave(K, 0), src_mask), max_len)
     ys = torch.full((K, 1), start_id, dtype=torch.long)
+    flat = ys.clone()                                                       # each step's index into the K * V candidates
     score = torch.zeros(K, dtype=cache.keys.dtype)
     if not all_beams_live: score[1:] = -math.inf
     if probabilities: score = score.exp()
@@ -399,13 +400,13 @@ def _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id
         else: best = torch.arange(K) * V + rank.argmax(-1)
         rows, token = best // V, best % V
         score, length = cand.flatten()[best], cand_len.flatten()[best]
-        ys = torch.cat([ys[rows], token[:, None]], 1)
+        ys, flat = torch.cat([ys[rows], token[:, None]], 1), torch.cat([flat[rows], best[:, None]], 1)
         cache.reorder(rows)
         done = (torch.zeros_like(done) if finished == 'extend' else done[rows]) | (token == end_id)
         if done.all(): break
     final = score / penalty_formula(length, alpha) if normalize else score
     top = int(final.argmax())
-    return ys[top:top + 1, 1:int(length[top]) + 1]
+    return (flat if flat_ids else ys)[top:top + 1, 1:int(length[top]) + 1]
 
 @_reg(BEAM, correct=True)
 @torch.no_grad()
@@ -481,7 +482,14 @@ def beam_all_start_live(model, src, max_len, beam_size, alpha, start_id, end_id,
     "MISTAKE: every beam starts at score 0: the first step picks the same token K times, and the beam holds copies."
     return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, all_beams_live=True)
 
+@_reg(BEAM)
+@torch.no_grad()
+def beam_returns_flat_indices(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "MISTAKE: returns each step's index into the flattened beam_size * V candidates (beam * V + token), not the token (best % V)."
+    return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, flat_ids=True)
+
 NAMED.update({
+    'beam_returns_flat_indices': 'returned ids outside 0..12',
     'beam_unnormalized': 'without the length penalty',
     'beam_normalized_at_the_end': 'divides only at the final choice',
     'beam_extends_finished': 'a finished beam is not extended',

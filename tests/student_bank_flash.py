@@ -98,7 +98,20 @@ def online_softmax_float32(x, block):
         m = m_new
     return torch.exp(x.float() - m[..., None]) / l[..., None]
 
+@_reg(SOFTMAX)
+def online_softmax_max_from_zero(x, block):
+    "MISTAKE: the running maximum starts at 0, not -inf: a row whose entries are all far below 0 underflows to a sum of 0 and gives NaN."
+    m = torch.zeros(x.shape[:-1], dtype=x.dtype)
+    l = torch.zeros_like(m)
+    for j in range(0, x.size(-1), block):
+        xb = x[..., j:j + block]
+        m_new = torch.maximum(m, xb.amax(-1))
+        l = l * torch.exp(m - m_new) + torch.exp(xb - m_new[..., None]).sum(-1)
+        m = m_new
+    return torch.exp(x - m[..., None]) / l[..., None]
+
 NAMED = {
+    'online_softmax_max_from_zero': 'the running maximum started at 0, not -inf',
     'online_softmax_no_rescale': 'the running sum is not rescaled',
     'online_softmax_inverted': 'is the rescale inverted?',
     'online_softmax_last_max': "uses the last block's maximum",
@@ -207,7 +220,22 @@ def tiled_ignores_causal(q, k, v, causal, block):
     "MISTAKE: the causal flag is never used."
     return _tiled(q, k, v, False, block)
 
+@_reg(TILED)
+def tiled_max_from_zero(q, k, v, causal, block):
+    "MISTAKE: the running maximum starts at 0 (q.new_zeros), not -inf: NaN for a query whose scores are all below about -88."
+    Lq, Lk = q.size(-2), k.size(-2)
+    m, l = q.new_zeros(q.shape[:-1]), q.new_zeros(q.shape[:-1])
+    out = q.new_zeros(*q.shape[:-1], v.size(-1))
+    for j in range(0, Lk, block):
+        s = q @ k[..., j:j + block, :].transpose(-2, -1) / math.sqrt(q.size(-1))
+        if causal: s = s.masked_fill(torch.arange(j, min(j + block, Lk)) > torch.arange(Lq)[:, None], -math.inf)
+        m_new = torch.maximum(m, s.amax(-1))
+        p, r = torch.exp(s - m_new[..., None]), torch.exp(m - m_new)
+        l, out, m = l * r + p.sum(-1), out * r[..., None] + p @ v[..., j:j + block, :], m_new
+    return out / l[..., None]
+
 NAMED.update({
+    'tiled_max_from_zero': 'the running maximum started at 0, not -inf',
     'tiled_unscaled': 'not scaled by 1/sqrt(d_k)',
     'tiled_output_not_rescaled': 'the running output is not rescaled',
     'tiled_sum_not_rescaled': 'the running sum is not rescaled',

@@ -168,7 +168,14 @@ def top_k_in_place(logits, k):
     kth = logits.topk(k, dim=-1).values[..., -1:]
     return logits.masked_fill_(logits < kth, -math.inf)
 
+@_reg(TOP_K)
+def top_k_other_device(logits, k):
+    "MISTAKE: the result moved to another device (a hard-coded .to('cuda'); 'meta' stands for it on a machine without a GPU)."
+    kth = logits.topk(k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, -math.inf).to('meta')
+
 NAMED.update({
+    'top_k_other_device': "returned a tensor on meta (called with (4, 10), 3): keep the inputs' device (cpu)",
     'top_k_smallest': 'kept the k smallest logits',
     'top_k_filled_with_zero': 'set dropped logits to -inf',
     'top_k_strict_threshold': 'a strict > against the k-th largest',

@@ -2,6 +2,7 @@
 plausible mistakes, each named with the mistake it makes, and correct versions written differently, which the checks
 must accept. BANK and NAMED as in student_bank.py; tests/test_student_bank.py runs them."""
 import math
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -117,7 +118,13 @@ def loss_float32(logits, target, pad_id, smoothing):
     "MISTAKE: casts to float32: a float64 caller gets float32 back."
     return F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), ignore_index=pad_id, label_smoothing=smoothing)
 
+@_reg(LOSS)
+def loss_other_device(logits, target, pad_id, smoothing):
+    "MISTAKE: the loss moved to another device (a hard-coded .to('cuda'); 'meta' stands for it on a machine without a GPU)."
+    return F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=pad_id, label_smoothing=smoothing).to('meta')
+
 NAMED = {
+    'loss_other_device': "returned a tensor on meta (called with (3, 5, 7), (3, 5), 0, 0.1): keep the inputs' device (cpu)",
     'loss_no_smoothing': 'the smoothing is not applied',
     'loss_pad_counted': 'pad positions are counted in the mean',
     'loss_divided_by_all_positions': 'divided by all B*L positions',
@@ -156,6 +163,12 @@ def schedule_tensor(step, warmup):
     "CORRECT: computed with torch, a one-element float64 tensor."
     s = torch.tensor(step + 1.0, dtype=torch.float64)
     return torch.minimum(s / warmup, (warmup / s).sqrt())
+
+@_reg(SCHED, correct=True)
+def schedule_numpy(step, warmup):
+    "CORRECT: computed with NumPy, a np.float32 (a real number, though not a Python float)."
+    s = np.float32(step + 1)
+    return np.minimum(s / np.float32(warmup), np.sqrt(np.float32(warmup) / s))
 
 @_reg(SCHED)
 def schedule_zero_based(step, warmup):

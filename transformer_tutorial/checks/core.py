@@ -7,7 +7,7 @@ __all__ = ['show_failure']
 
 # %% ../../nbs/13_checks.ipynb #0d120a77
 from typing import Callable
-import builtins, functools, sys
+import builtins, functools, numbers, sys
 import torch
 
 # %% ../../nbs/13_checks.ipynb #5bc4a3e1
@@ -38,13 +38,30 @@ def _close(a, b, atol=1e-5, rtol=1e-4):
 def _maxerr(a, b):
     return (a.detach().float() - b.detach().float()).abs().max().item()
 
+def _real(name, out, what, noun):
+    "The student's `noun` as a float: a real number, Python's or NumPy's, or a one-element tensor; anything else, or an int too large for a float, fails in one sentence."
+    if isinstance(out, torch.Tensor):
+        if out.numel() != 1: _fail(name, f"returned a tensor of shape {tuple(out.shape)} for {what}: return one number")
+        out = out.item()
+    if isinstance(out, bool) or not isinstance(out, numbers.Real):
+        _fail(name, f"returned {type(out).__name__} for {what}: return {noun} as a number")
+    try: return float(out)
+    except OverflowError: _fail(name, f"returned an int of {len(str(abs(int(out))))} digits for {what}, too large for a float: return {noun}, a float")
+
+def _arg(a):
+    "One argument as a message shows it, on one line: a tensor's shape, a module's or generator's class, else its repr."
+    if isinstance(a, torch.Tensor): return str(_shape(a))
+    if isinstance(a, (torch.nn.Module, torch.Generator)): return f"a {type(a).__name__}"
+    r = repr(a)
+    return ' '.join(r.split()) if '\n' in r else r
+
 _RUN_FROM_TOP = ("; a name your code uses is not defined in this session: run the notebook's cells from the top, "
                  "the import cell first (Run All)")
 
 def _call(name, fn, *args, **kw):
     "Run the student's code; an exception, or a change to the caller's tensors, becomes an AssertionError that shows the input shapes."
     before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
-    shapes = ', '.join(str(_shape(a)) if isinstance(a, torch.Tensor) else repr(a) for a in args)
+    shapes = ', '.join(_arg(a) for a in args)
     try:
         with torch.no_grad(): res = fn(*args, **kw)
     except AssertionError: raise
@@ -57,7 +74,25 @@ def _call(name, fn, *args, **kw):
         raise AssertionError(f"{name}: changed its input tensor {which} in place (called with {shapes}): the caller's tensors "
                              "must come back as they were; compute new tensors (x.masked_fill(...), x * w) instead of "
                              "in-place operations (x.masked_fill_(...), x *= w, x[...] = ...)")
+    _same_device(name, res, _device_of(args), f"called with {shapes}")
     return res
+
+def _device_of(args):
+    "Where the caller's inputs live: the device of the first tensor among `args` (or of a module's first parameter), else where a new tensor goes."
+    for a in args:
+        if isinstance(a, torch.Tensor): return a.device
+        if isinstance(a, torch.nn.Module):
+            p = next(a.parameters(), None)
+            if p is not None: return p.device
+    return torch.empty(0).device
+
+def _same_device(name, res, device, what):
+    "Fail in one sentence when a tensor `res` returns (itself, or one in a tuple or list) lives on another device than `device`: before any of its values is read, which there raises or mixes devices."
+    items = res if isinstance(res, (tuple, list)) else (res,)
+    for k, r in enumerate(items):
+        if isinstance(r, torch.Tensor) and r.device != device:
+            which = f" as item {k} of its {type(res).__name__}" if items is res else ""
+            _fail(name, f"returned a tensor on {r.device}{which} ({what}): keep the inputs' device ({device})")
 
 def _build(name, cls, *args):
     "Construct the student's module without touching the global random state; an exception names the call."

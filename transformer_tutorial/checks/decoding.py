@@ -10,7 +10,7 @@ from typing import Callable
 import math
 import torch
 import torch.nn.functional as F
-from .core import _randn, _fail, _shape, _close, _maxerr, _call, _try, _hinted, _diagnose, _passed, _keeps_rng
+from .core import _randn, _fail, _shape, _close, _maxerr, _call, _try, _hinted, _diagnose, _passed, _keeps_rng, _real
 from ..multi_head import MultiHeadAttention, split_heads
 from ..masks import padding_mask, causal_mask
 from ..model import Transformer
@@ -217,13 +217,8 @@ def check_greedy_decode_cached(fn: Callable) -> None:
 
 # %% ../../nbs/13f_decoding_checks.ipynb #d264801d
 def _penalty_number(name, out, length, alpha):
-    "The student's penalty as a float (a number or a one-element tensor), or a one-sentence failure."
-    if isinstance(out, torch.Tensor):
-        if out.numel() != 1: _fail(name, f"returned a tensor of shape {tuple(out.shape)} for length={length}, alpha={alpha}: return one number")
-        out = out.item()
-    if isinstance(out, bool) or not isinstance(out, (int, float)):
-        _fail(name, f"returned {type(out).__name__} for length={length}, alpha={alpha}: return the penalty as a number")
-    return float(out)
+    "The student's penalty as a float (a real number, Python's or NumPy's, or a one-element tensor), or a one-sentence failure."
+    return _real(name, out, f"length={length}, alpha={alpha}", "the penalty")
 
 @_keeps_rng
 def check_length_penalty(fn: Callable) -> None:
@@ -233,6 +228,7 @@ def check_length_penalty(fn: Callable) -> None:
     for length, alpha in grid:
         got = _penalty_number(name, _call(name, fn, length, alpha), length, alpha)
         want = ((5 + length) / 6) ** alpha
+        if not math.isfinite(got): _fail(name, f"returned {got} for length={length}, alpha={alpha}: ((5 + length) / 6) ** alpha is finite for every length >= 1")
         if not math.isclose(got, want, rel_tol=1e-6):
             forms = [(((5 + length) ** alpha) / 6, "the division by 6 is outside the power: ((5 + length) / 6) ** alpha"),
                      ((5 + length) ** alpha, "the denominator (5 + 1) ** alpha is missing: it ranks hypotheses the same, but the penalty of one token must be 1, ((5 + length) / 6) ** alpha"),
@@ -247,8 +243,12 @@ def check_length_penalty(fn: Callable) -> None:
     out = _hinted(tensors, lambda: _call(name, fn, lengths, 0.6))
     if not isinstance(out, torch.Tensor) or out.shape != lengths.shape:
         _fail(name, f"returned {_shape(out)} for a tensor of lengths {tuple(lengths.shape)}: compute elementwise, (5 + length) / 6 on the tensor")
-    if not _close(out, ((5 + lengths) / 6) ** 0.6, atol=1e-12, rtol=1e-10) or out.dtype != torch.float64:
-        _fail(name, f"wrong for a float64 tensor of lengths (dtype {out.dtype}): compute elementwise in the lengths' dtype")
+    if out.dtype != torch.float64:
+        _fail(name, f"returned dtype {out.dtype} for a float64 tensor of lengths: compute elementwise in the lengths' dtype")
+    if not torch.isfinite(out).all():
+        _fail(name, f"returned NaN or inf for the float64 lengths {lengths.tolist()}, alpha=0.6: ((5 + length) / 6) ** alpha is finite for every length >= 1")
+    if not _close(out, ((5 + lengths) / 6) ** 0.6, atol=1e-12, rtol=1e-10):
+        _fail(name, f"wrong for the float64 lengths {lengths.tolist()}, alpha=0.6 (max error {_maxerr(out, ((5 + lengths) / 6) ** 0.6):.3g}): compute elementwise, ((5 + length) / 6) ** alpha")
     n += 1
     _passed(name, n)
 
@@ -308,14 +308,17 @@ _BEAM_MISTAKES = [
     (dict(joint=False), "each beam is extended by its own best token: take the top beam_size of all beam_size * V candidates at once"),
 ]
 
-def _tokens_1d(name, out, max_len, end, what):
-    "The student's hypothesis as a 1-D tensor of ids, checked for type, shape and what follows end_id."
+def _tokens_1d(name, out, max_len, end, what, V):
+    "The student's hypothesis as a 1-D tensor of ids, checked for type, device, dtype, shape, range (0..V-1) and what follows end_id."
     if not isinstance(out, torch.Tensor): _fail(name, f"returned {type(out).__name__} for {what}: return a tensor of token ids (1, ≤max_len)")
     if out.device != _DEVICE: _fail(name, f"returned a tensor on {out.device} for {what}: return it on src's device ({_DEVICE})")
     if out.dtype != torch.long: _fail(name, f"returned dtype {out.dtype} for {what}: token ids are torch.long")
     if out.dim() != 2 or out.size(0) != 1 or not 1 <= out.size(1) <= max_len:
         _fail(name, f"returned shape {tuple(out.shape)} for {what}: expected (1, at most max_len={max_len}), the best hypothesis without the start token")
     row = out[0]
+    if ((row < 0) | (row >= V)).any():
+        _fail(name, f"returned ids outside 0..{V - 1} ({row.tolist()} for {what}): the token of a candidate is its index in the flattened "
+                    "beam_size * V scores modulo V (best % V), its beam the index divided by V (best // V)")
     ends = (row == end).nonzero()
     if len(ends) and int(ends[0]) != len(row) - 1:
         _fail(name, f"returned tokens after end_id ({row.tolist()} for {what}): the hypothesis ends with its end token; a finished beam is not extended")
@@ -331,7 +334,7 @@ def check_beam_search(fn: Callable) -> None:
         seed, end, K, alpha = case
         src = torch.randint(3, 13, (1, 7), generator=torch.Generator().manual_seed(200 + seed))
         what = f"src (1, 7), max_len={max_len}, beam_size={K}, alpha={alpha}, end_id={end}"
-        got[case] = _tokens_1d(name, _decode_call(name, lambda m, s, ml, st, e, p: fn(m, s, ml, K, alpha, st, e, p), model, src, max_len, start, end, pad), max_len, end, what)
+        got[case] = _tokens_1d(name, _decode_call(name, lambda m, s, ml, st, e, p: fn(m, s, ml, K, alpha, st, e, p), model, src, max_len, start, end, pad), max_len, end, what, model.config.tgt_vocab_size)
         want[case] = _beam(model, src, max_len, K, alpha, start, end, pad)[0]
         mine, best = _hypothesis_score(model, src, got[case], alpha, start, pad), _hypothesis_score(model, src, want[case], alpha, start, pad)
         if abs(mine - best) > 1e-5 and not torch.equal(got[case], want[case]):
@@ -343,12 +346,12 @@ def check_beam_search(fn: Callable) -> None:
         n += 1
     src = torch.randint(3, 13, (2, 7), generator=torch.Generator().manual_seed(210))[:1]
     greedy = _greedy(model, src, max_len, start, 5, pad)[0]                # (max_len,), right-padded
-    one = _tokens_1d(name, _decode_call(name, lambda m, s, ml, st, e, p: fn(m, s, ml, 1, 0.6, st, e, p), model, src, max_len, start, 5, pad), max_len, 5, 'beam_size=1')
+    one = _tokens_1d(name, _decode_call(name, lambda m, s, ml, st, e, p: fn(m, s, ml, 1, 0.6, st, e, p), model, src, max_len, start, 5, pad), max_len, 5, 'beam_size=1', model.config.tgt_vocab_size)
     if not torch.equal(F.pad(one, (0, max_len - len(one)), value=pad), greedy):
         _fail(name, f"with beam_size 1 the result differs from greedy decoding (got {one.tolist()}, greedy gives {greedy.tolist()}): one beam keeps the single best token at every step")
     n += 1
     for label, m, ml in (("max_len=1", model, 1), ("float64", _tiny_model(torch.float64), max_len)):
-        out = _tokens_1d(name, _decode_call(name, lambda mm, s, l, st, e, p: fn(mm, s, l, 3, 0.6, st, e, p), m, src, ml, start, 5, pad), ml, 5, label)
+        out = _tokens_1d(name, _decode_call(name, lambda mm, s, l, st, e, p: fn(mm, s, l, 3, 0.6, st, e, p), m, src, ml, start, 5, pad), ml, 5, label, m.config.tgt_vocab_size)
         ref = _beam(m, src, ml, 3, 0.6, start, 5, pad)[0]
         if abs(_hypothesis_score(m, src, out, 0.6, start, pad) - _hypothesis_score(m, src, ref, 0.6, start, pad)) > 1e-6 and not torch.equal(out, ref):
             _fail(name, f"wrong for {label}: got {out.tolist()}, expected {ref.tolist()}")

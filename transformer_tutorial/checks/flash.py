@@ -37,6 +37,8 @@ def check_online_softmax(fn: Callable) -> None:
         out = _call(name, fn, x, block)
         if not isinstance(out, torch.Tensor) or out.shape != x.shape:
             _fail(name, f"returned {_shape(out)} for x {tuple(x.shape)}, block {block}: the softmax has the input's shape")
+        if out.dtype != x.dtype:
+            _fail(name, f"returned {out.dtype} for {x.dtype} x {tuple(x.shape)}, block {block}: keep the input's dtype (torch.full(..., dtype=x.dtype))")
         if not torch.isfinite(out).all():
             _fail(name, f"NaN or inf for x {tuple(x.shape)}, block {block}, where no entry is -inf: a running value that starts at -inf "
                         "meets 0 * inf or -inf - (-inf); is the rescale inverted? The running sum is multiplied by exp(m_old - m_new), which is 0, not inf, "
@@ -64,6 +66,13 @@ def check_online_softmax(fn: Callable) -> None:
         _fail(name, "NaN for a row whose first block is all -inf (masked): exp(m_old - m_new) with both -inf is exp(nan); "
                     "where the new maximum is -inf, rescale by 0 or replace it by 0 before subtracting")
     if not _close(out, masked.softmax(-1), atol=1e-6): _fail(name, f"wrong where entries are -inf (max error {_maxerr(out, masked.softmax(-1)):.3g})")
+    n += 1
+    low = x - 300                                                         # every entry far below 0: exp(x - 0) underflows to 0 in float32
+    out = _call(name, fn, low, 3)
+    if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
+        _fail(name, "NaN or inf for inputs near -300: the running maximum started at 0, not -inf, so exp(x - 0) underflows to 0 for every "
+                    "entry and the sum is 0; start it at -inf (torch.full(..., -math.inf)), which the first block's maximum replaces")
+    if not _close(out, low.softmax(-1), atol=1e-6): _fail(name, f"wrong for inputs near -300 (max error {_maxerr(out, low.softmax(-1)):.3g})")
     n += 1
     x64 = x.double()
     out = _call(name, fn, x64, 3)
@@ -134,6 +143,7 @@ def check_tiled_attention(fn: Callable) -> None:
         ref = _reference_attention(q, k, v, causal)
         if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
             _fail(name, f"returned {_shape(out)} for {what}: the output is (B, H, Lq, d_v) = {tuple(ref.shape)}")
+        if out.dtype != q.dtype: _fail(name, f"returned {out.dtype} for {q.dtype} inputs ({what}): keep the inputs' dtype (q.new_zeros, q.new_full)")
         if not torch.isfinite(out).all(): _fail_nan(name, out, causal, what)
         if _close(out, ref, atol=1e-5): n += 1; continue
         msg = _diagnose(out, _tiled_mistakes(q, k, v, causal, block))
@@ -144,6 +154,13 @@ def check_tiled_attention(fn: Callable) -> None:
     if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
         _fail(name, "NaN or inf for scores in the hundreds: subtract the running maximum before exp")
     if not _close(out, _reference_attention(q, k, v, False), atol=1e-4): _fail(name, f"wrong for scores in the hundreds (max error {_maxerr(out, _reference_attention(q, k, v, False)):.3g})")
+    n += 1
+    q, k, v = 10 + _randn(1, 1, 5, 8, seed=105), -10 + _randn(1, 1, 6, 8, seed=106), _randn(1, 1, 6, 8, seed=107)   # every score near -280
+    out = _call(name, fn, q, k, v, False, 4)
+    if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
+        _fail(name, "NaN or inf where every score of a query is near -280: the running maximum started at 0, not -inf, so exp(s - 0) "
+                    "underflows to 0 for every key and the sum is 0; start it at -inf (q.new_full(..., -math.inf)), which the first block's maximum replaces")
+    if not _close(out, _reference_attention(q, k, v, False), atol=1e-4): _fail(name, f"wrong where every score is near -280 (max error {_maxerr(out, _reference_attention(q, k, v, False)):.3g})")
     n += 1
     q, k, v = (_randn(1, 1, 6, 4, seed=s).double() for s in (87, 88, 89))
     out = _call(name, fn, q, k, v, True, 4)
@@ -209,6 +226,7 @@ def check_tiled_attention_backward(fn: Callable) -> None:
         for got, ref, which in zip(res, refs, ('dq', 'dk', 'dv')):
             if not isinstance(got, torch.Tensor) or got.shape != ref.shape:
                 _fail(name, f"{which} is {_shape(got)} for {what}: expected {tuple(ref.shape)}, the shape of {which[1:]}")
+            if got.dtype != ref.dtype: _fail(name, f"{which} is {got.dtype} for {ref.dtype} inputs ({what}): keep the inputs' dtype (torch.zeros_like)")
         if all(_close(g, r, atol=1e-5) for g, r in zip(res, refs)): n += 1; continue
         wrong = [w for g, r, w in zip(res, refs, ('dq', 'dk', 'dv')) if not _close(g, r, atol=1e-5)]
         candidates = [(dict(d_term='none'), "the D term is missing: dS = P * (dP - D) with D = rowsum(dO * O), one number per query"),

@@ -108,4 +108,19 @@ def check_encode(fn: Callable) -> None:
             (_encode(text, merges, order='frequent'), "the most frequent pair first, as in training: encoding applies the merges by rank, the smallest new id first"),
         ] if wrong == out), None)
         _fail(name, f"{msg or 'wrong ids'} (for {what}: got {out[:16]}{'...' if len(out) > 16 else ''}, expected {expected[:16]}{'...' if len(expected) > 16 else ''})")
+    n += _any_order(name, fn, texts[0], merges)
     _passed(name, n)
+
+def _any_order(name, fn, text, merges):
+    "The same merges in another dict order (the newest first) give the same ids: a merge's rank is its new id, not its place in the dict. Returns the number of checks passed (1)."
+    newest_first = dict(sorted(merges.items(), key=lambda kv: -kv[1]))
+    what = f"text {text!r} and the same {len(merges)} merges, the dict built newest first"
+    out = _listed(name, _run(name, fn, text, dict(newest_first), what=what), what)
+    expected = _encode(text, merges)
+    if out != expected:
+        in_dict_order = list(text.encode('utf-8'))
+        for pair, new_id in newest_first.items(): in_dict_order = merge_pair(in_dict_order, pair, new_id)
+        msg = ("the merges applied in the dict's order: a merge's rank is its new id, not its place in the dict (a dict loaded from a file "
+               "or built another way has another order); apply the pair with the smallest new id first" if out == in_dict_order else "wrong ids")
+        _fail(name, f"{msg} (for {what}: got {out[:16]}{'...' if len(out) > 16 else ''}, expected {expected[:16]}{'...' if len(expected) > 16 else ''})")
+    return 1

@@ -10,7 +10,7 @@ from typing import Callable
 import math, warnings
 import torch
 import torch.nn.functional as F
-from .core import _randn, _fail, _close, _maxerr, _call, _try, _diagnose, _passed, _keeps_rng, _RUN_FROM_TOP
+from .core import _randn, _fail, _close, _maxerr, _call, _try, _diagnose, _passed, _keeps_rng, _real, _RUN_FROM_TOP
 from ..training import START, END, make_batch, warmup_inverse_sqrt
 from ..model import Transformer
 
@@ -142,13 +142,8 @@ def _schedule(step, warmup, *, count_from=1, peak_shift=0, power=0.5, normalized
     return combine(up, down)
 
 def _number(name, out, step, warmup):
-    "The student's factor as a float: a Python number or a one-element tensor."
-    if isinstance(out, torch.Tensor):
-        if out.numel() != 1: _fail(name, f"returned a tensor of shape {tuple(out.shape)} for step={step}, warmup={warmup}: return one number")
-        out = out.item()
-    if isinstance(out, bool) or not isinstance(out, (int, float)):
-        _fail(name, f"returned {type(out).__name__} for step={step}, warmup={warmup}: return the factor as a number")
-    return float(out)
+    "The student's factor as a float: a real number (Python's or NumPy's) or a one-element tensor."
+    return _real(name, out, f"step={step}, warmup={warmup}", "the factor")
 
 @_keeps_rng
 def check_warmup_schedule(fn: Callable) -> None:
@@ -248,6 +243,11 @@ def _describe(calls, pad_id, clip):
     return (f"{'one call' if len(calls) == 1 else f'{len(calls)} calls in a row'} on a fresh model with dropout 0.1 in eval mode, "
             f"SGD with lr {_LR}, pad_id {pad_id}, clip {clip}")
 
+def _stays(name, model, what):
+    "Fail in one sentence when the student's code moved the model off the device it was built on (the CPU), before its weights are compared."
+    moved = sorted({str(p.device) for p in model.parameters()} - {'cpu'})
+    if moved: _fail(name, f"moved the model to {', '.join(moved)} ({what}): leave it on the device it came on (cpu); the caller moves the model, once, before training")
+
 def _student_steps(name, fn, calls, pad_id, clip):
     "Run the student's step as _steps(...) does, each way it can fail said in one sentence."
     what = _describe(calls, pad_id, clip)
@@ -259,6 +259,7 @@ def _student_steps(name, fn, calls, pad_id, clip):
     except Exception as e:
         hint = _RUN_FROM_TOP if isinstance(e, NameError) else ''
         _fail(name, f"raised {type(e).__name__}: {e} ({what}){hint}")
+    _stays(name, model, what)
     for got in out:
         if isinstance(got, torch.Tensor):
             graph = ' that is still part of the autograd graph' if got.requires_grad else ''
@@ -365,6 +366,7 @@ def check_train_loop(fn: Callable) -> None:
         hint = (_RUN_FROM_TOP if isinstance(e, NameError) else
                 "; next_batch is a function: call it, next_batch(), for each step's batch" if "'function' object" in str(e) else "")
         _fail(name, f"raised {type(e).__name__}: {e} ({what}){hint}")
+    _stays(name, model, what)
     if isinstance(got, (int, float, torch.Tensor)) and not isinstance(got, bool):
         _fail(name, f"returned one {type(got).__name__} ({what}): return the list of the losses of every step, {steps} floats")
     if not isinstance(got, (list, tuple)):
