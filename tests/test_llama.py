@@ -176,9 +176,9 @@ def test_llama_config_reads_both_spellings_of_rope_and_refuses_what_it_cannot_co
         with pytest.raises(ValueError, match=message): GPT.from_config(llama_config({**base, **change}))
     with pytest.raises(ValueError, match="lacks hidden_size"): llama_config({k: v for k, v in base.items() if k != 'hidden_size'})
     qwen = {**base, 'model_type': 'qwen2'}
-    with pytest.raises(ValueError, match="use_sliding_window=True: sliding-window attention is not implemented"):
-        llama_config({**qwen, 'use_sliding_window': True}, 'qwen2')
-    with pytest.raises(ValueError, match="sliding-window attention is not implemented"):
+    with pytest.raises(ValueError, match="use_sliding_window=True and max_window_layers=0: layers 0 to 0 would attend through a sliding window, which is not implemented"):
+        llama_config({**qwen, 'use_sliding_window': True, 'max_window_layers': 0}, 'qwen2')
+    with pytest.raises(ValueError, match="layer_types says 'sliding_attention': layers 0 to 0 would attend through a sliding window"):
         llama_config({**qwen, 'layer_types': ['sliding_attention']}, 'qwen2')
     c = llama_config({**qwen, 'use_sliding_window': False, 'sliding_window': 4096}, 'qwen2')   # a window that is not used
     assert (c.qkv_bias, c.out_bias, c.ff_bias) == (True, False, False)
@@ -285,3 +285,53 @@ def test_published_configs_at_two_blocks_equal_transformers_with_and_without_the
     expected = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0)
     for use_cache in (True, False):
         assert torch.equal(generate(ours, prompt, 16, temperature=0, use_cache=use_cache), expected), use_cache
+
+
+@pytest.mark.parametrize('layers, use, window, first', [(2, True, 4096, 2), (2, True, 4096, 5), (2, True, None, 0), (2, False, 4096, 0),
+                                                         (4, True, 4096, 2), (3, True, 4096, 0), (2, True, 'absent', 1), (2, True, 4096, 'absent')])
+def test_a_sliding_window_is_refused_exactly_when_transformers_would_slide_a_layer(layers, use, window, first):
+    "transformers' Qwen2Config decides which layers slide (use_sliding_window, sliding_window not null, i >= max_window_layers): refused exactly then."
+    hf = dict(model_type='qwen2', vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=layers, num_attention_heads=6,
+              max_position_embeddings=64, use_sliding_window=use)
+    if window != 'absent': hf['sliding_window'] = window
+    if first != 'absent': hf['max_window_layers'] = first
+    slides = 'sliding_attention' in Qwen2Config(**hf).layer_types
+    if slides:
+        with pytest.raises(ValueError, match="would attend through a sliding window, which is not implemented"): llama_config(hf, 'qwen2')
+    else: assert llama_config(hf, 'qwen2').num_layers == layers
+
+
+def test_config_values_of_the_wrong_type_are_refused_by_field():
+    base = dict(model_type='llama', vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=1, num_attention_heads=6,
+                max_position_embeddings=64)
+    cases = [('num_attention_heads', 0, "num_attention_heads=0 in the Llama config: it must be a positive integer"),
+             ('hidden_size', 48.0, "hidden_size=48.0 in the Llama config: it must be a positive integer"),
+             ('vocab_size', True, "vocab_size=True in the Llama config: it must be a positive integer"),
+             ('num_hidden_layers', '2', "num_hidden_layers='2' in the Llama config: it must be a positive integer"),
+             ('num_key_value_heads', -2, "num_key_value_heads=-2 in the Llama config: it must be a positive integer"),
+             ('rms_norm_eps', None, r"rms_norm_eps=None in the Llama config: it must be a positive number"),
+             ('rms_norm_eps', 0, r"rms_norm_eps=0 in the Llama config: it must be a positive number"),
+             ('rope_theta', '1e4', r"rope_theta='1e4': RoPE's base must be a positive number"),
+             ('tie_word_embeddings', 'false', "tie_word_embeddings='false' in the Llama config: it must be a JSON boolean, true or false"),
+             ('attention_bias', 1, "attention_bias=1 in the Llama config: it must be a JSON boolean"),
+             ('mlp_bias', None, "mlp_bias=None in the Llama config: it must be a JSON boolean")]
+    for field, value, message in cases:
+        with pytest.raises(ValueError, match=message): llama_config({**base, field: value})
+    assert llama_config({**base, 'num_key_value_heads': None}).num_kv_heads == 6 and llama_config({**base, 'rms_norm_eps': 1}).layer_norm_eps == 1
+    both = {**base, 'rope_parameters': {'rope_type': 'default', 'rope_theta': 1e4}, 'rope_scaling': {'rope_type': 'linear', 'factor': 2.0}}
+    with pytest.raises(ValueError, match="RoPE scaling of type 'linear' is not implemented"): llama_config(both)
+
+
+def test_tensors_the_config_has_no_place_for_are_refused_and_a_tied_head_is_checked():
+    theirs = random_hf(*SIZES[1])                                          # tied: its state_dict() holds lm_head.weight, the embedding
+    state, cfg = theirs.state_dict(), theirs.config.to_dict()
+    assert 'lm_head.weight' in state and torch.equal(from_llama(state, config=cfg).head.weight, state['model.embed_tokens.weight'])
+    with pytest.raises(ValueError, match=r"holds 9 tensor\(s\) the config has no place for, the first 'model.layers.1.self_attn.q_proj.weight'"):
+        from_llama(state, config={**cfg, 'num_hidden_layers': 1})
+    with pytest.raises(ValueError, match="lm_head.weight differs from model.embed_tokens.weight"):
+        from_llama({**state, 'lm_head.weight': state['lm_head.weight'] + 1}, config=cfg)
+    old = {**state, 'model.layers.0.self_attn.rotary_emb.inv_freq': torch.ones(4)}   # a buffer older checkpoints hold
+    assert from_llama(old, config=cfg).config.num_layers == 2
+    untied = random_hf(*SIZES[0])
+    with pytest.raises(ValueError, match="the first 'model.extra.weight'"):
+        from_llama({**untied.state_dict(), 'model.extra.weight': torch.zeros(1)}, config=untied.config.to_dict())

@@ -67,11 +67,56 @@ def test_gpt2_ids_equal_tiktoken_s_on_the_plays_and_varied_text(reference):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=60))
+@given(st.text(st.characters(blacklist_categories=()), max_size=60))    # surrogates too, which tiktoken reads as U+FFFD
 def test_random_unicode_round_trips_and_matches_tiktoken(reference, text):
     gpt2 = gpt2_tokenizer()
     ids = gpt2.encode(text)
-    assert ids == reference.encode(text, allowed_special='all') and gpt2.decode(ids) == text
+    assert ids == reference.encode(text, allowed_special='all') and gpt2.decode(ids) == text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')
+    assert gpt2.encode_ordinary(text) == reference.encode_ordinary(text)
+
+
+def test_lone_surrogates_read_as_the_replacement_character_as_in_tiktoken(reference):
+    gpt2 = gpt2_tokenizer()
+    for text in ('a\ud800b', '\udfff', 'x \ud83d\ude00 y', '\ude00\ud83d', '<|endoftext|>\ud800<|endoftext|>'):
+        assert gpt2.encode(text) == reference.encode(text, allowed_special='all') == list(gpt2.encode_iterable(iter(text)))
+        assert gpt2.encode_ordinary(text) == reference.encode_ordinary(text)
+    assert gpt2.encode('a\ud800b') == [64, 4210, 65] and gpt2.decode([4210]) == '\ufffd'
+    vocab, merges = train_bpe('a\ud800b a\ud800b', 258)                  # U+FFFD's three bytes merged
+    assert vocab[257] == '\ufffd'.encode('utf-8')
+
+
+def test_encode_ordinary_reads_special_tokens_as_text(reference):
+    gpt2, text = gpt2_tokenizer(), 'user wrote <|endoftext|> here'
+    assert gpt2.encode_ordinary(text) == reference.encode_ordinary(text) == [7220, 2630, 1279, 91, 437, 1659, 5239, 91, 29, 994]
+    assert gpt2.encode(text) == [7220, 2630, 220, 50256, 994] and gpt2.decode(gpt2.encode_ordinary(text)) == text
+
+
+def test_decode_takes_tensors_arrays_and_numpy_ints_and_refuses_floats_bools_and_text():
+    import numpy as np
+    gpt2 = gpt2_tokenizer()
+    ids = gpt2.encode('hello world')
+    assert gpt2.decode(torch.tensor(ids)) == gpt2.decode(np.array(ids)) == gpt2.decode([np.int64(i) for i in ids]) == gpt2.decode(iter(ids)) == 'hello world'
+    with pytest.raises(TypeError, match=r"token ids must be integers, got 31373.0 \(float\)"): gpt2.decode([31373.0])
+    with pytest.raises(TypeError, match=r"token ids must be integers, got True \(bool\)"): gpt2.decode([True])
+    with pytest.raises(TypeError, match=r"ids must be a sequence of token ids \(integers\), got a str"): gpt2.decode('abc')
+    with pytest.raises(TypeError, match=r"ids must be a sequence of token ids \(integers\), got a bytes"): gpt2.decode(b'abc')
+    with pytest.raises(ValueError, match='token id 50257 is not in the vocabulary'): gpt2.decode(torch.tensor([50257]))
+
+
+def test_a_long_run_of_whitespace_streams_in_linear_work():
+    "A whitespace run is one pre-token, so nothing in it can be cut: the held text is scanned again only once it has doubled."
+    class Counting(BPETokenizer):
+        scans = 0
+        def _safe_cut(self, text, longest):
+            Counting.scans += 1
+            if Counting.scans > 200: raise AssertionError('the held text is scanned again and again: quadratic work')
+            return super()._safe_cut(text, longest)
+    gpt2 = gpt2_tokenizer()
+    tok = Counting(gpt2.vocab, gpt2.merges, gpt2.special_tokens)
+    lines = ['\n'] * 200_000 + ['the end\n'] * 5_000 + [' ' * 79 + '\n'] * 2_000
+    text = ''.join(lines)
+    assert list(tok.encode_iterable(lines, buffer=1000)) == gpt2.encode(text)
+    assert Counting.scans < 4 * math.log2(len(text))                      # 200k newlines: about log2(200) scans, not 200k
 
 
 def test_decoding_a_cut_character_gives_the_replacement_character_as_gpt2_does(reference):
@@ -113,6 +158,14 @@ def test_files_and_dicts_round_trip_and_refuse_what_is_not_a_tokenizer(tmp_path)
     text = "ROMEO:<|pad|> soft<|endoftext|>"
     assert again.encode(text) == tok.encode(text) and again.vocab == tok.vocab and again.special_tokens == {'<|endoftext|>': 318, '<|pad|>': 319}
     with pytest.raises(ValueError, match="not a course tokenizer"): BPETokenizer.from_dict({'format': 'tiktoken'})
+    d = BPETokenizer.train('hello world hello', 270).to_dict()
+    cases = [({k: v for k, v in d.items() if k not in ('merges', 'pattern')}, "the tokenizer lacks 'merges', 'pattern'"),
+             ({**d, 'vocab': {**d['vocab'], '3': 'zz'}}, "vocab entry '3': 'zz' is not a token id with its bytes in hex"),
+             ({**d, 'merges': [d['merges'][0][:2], *d['merges'][1:]]}, r"merge 0: \[108, 111\] is not three token ids \[a, b, merged\]"),
+             ({**d, 'merges': [d['merges'][0], [*d['merges'][0][:2], 256]]}, r"merges 0 and 1 both merge the pair \(108, 111\)"),
+             ({**d, 'pattern': '('}, r"the pattern '\(' does not compile as a regular expression")]
+    for bad, message in cases:
+        with pytest.raises(ValueError, match=message): BPETokenizer.from_dict(json.loads(json.dumps(bad)))
 
 
 def test_gpt2_files_with_mistakes_are_refused_by_line():
@@ -122,6 +175,15 @@ def test_gpt2_files_with_mistakes_are_refused_by_line():
         read_gpt2_files(encoder, '\n'.join(lines[:2] + ['Ġ t h'] + lines[3:]))
     enc = json.loads(encoder); del enc['Ġt']
     with pytest.raises(ValueError, match=r"vocab.bpe line 2: the merge 'Ġ t' needs 'Ġt', which encoder.json lacks"): read_gpt2_files(json.dumps(enc), merges)
+    crlf = read_gpt2_files(encoder, merges.replace('\n', '\r\n'))           # a file with Windows line ends reads the same
+    assert crlf.merges == gpt2_tokenizer().merges
+    enc = {c: b for b, c in bytes_to_unicode().items()}
+    cases = [('[1, 2]', '#version: 0.2\n', "encoder.json must be a JSON object {token: id}, got a list"),
+             (json.dumps({**enc, 'zz': 5}), '#version: 0.2\n', "encoder.json: the tokens 'ą' and 'zz' share the id 5"),
+             (json.dumps({**enc, 'ab': '256'}), '#version: 0.2\na b\n', "encoder.json: the id of 'ab' is '256', not an integer"),
+             (json.dumps({**enc, 'ab': 256}), '#version: 0.2\na b\na b\n', "vocab.bpe lines 2 and 3 both hold the merge 'a b'")]
+    for encoder_json, vocab_bpe, message in cases:
+        with pytest.raises(ValueError, match=message): read_gpt2_files(encoder_json, vocab_bpe)
 
 
 @pytest.mark.parametrize('call, error, message', [
@@ -134,9 +196,21 @@ def test_gpt2_files_with_mistakes_are_refused_by_line():
     (lambda: gpt2_tokenizer().decode([50257]), ValueError, r'token id 50257 is not in the vocabulary of 50257 tokens \(ids 0 to 50256\)'),
     (lambda: BPETokenizer({i: bytes([i]) for i in range(256)}, [(97, 98, 300)]), ValueError, r'merge 0 \(97, 98\) -> 300 names id 300, which the vocabulary lacks'),
     (lambda: BPETokenizer({i: bytes([i]) for i in range(255)}, []), ValueError, 'the vocabulary lacks the single byte 255'),
+    (lambda: train_bpe('hello world', 300, '<eot>'), TypeError, r"special tokens must be a list of strings, got the str '<eot>' \(write \['<eot>'\]\)"),
+    (lambda: BPETokenizer.train('x', 300, ['<|a|', '|a|>']), ValueError, r"special tokens '<\|a\|' and '\|a\|>' overlap: '<\|a\|' ends with '\|a\|', which begins '\|a\|>'"),
+    (lambda: BPETokenizer.train('x', 300.0), TypeError, r"vocab_size must be an integer, got 300.0 \(float\)"),
+    (lambda: train_bpe('x', True), TypeError, r"vocab_size must be an integer, got True \(bool\)"),
+    (lambda: BPETokenizer(gpt2_tokenizer().vocab, gpt2_tokenizer().merges, ['<|endoftext|>']), TypeError, r"special_tokens must be a dict \{text: id\}"),
 ])
 def test_bad_input_is_one_clear_error(call, error, message):
     with pytest.raises(error, match=message): call()
+
+
+def test_a_special_token_of_one_byte_is_a_token_of_its_own():
+    tok = BPETokenizer.train('a!b a!b', 260, ['!'])
+    assert tok.special_tokens == {'!': len(tok) - 1} and tok.byte_ids[33] == 33
+    bang = len(tok) - 1
+    assert tok.encode('a!b') == [97, bang, 98] and tok.encode_ordinary('a!b') == [97, 33, 98] and tok.decode([97, bang, 98]) == 'a!b'
 
 
 def test_subwords_in_the_shakespeare_task_are_scored_in_bits_per_character():

@@ -26,10 +26,35 @@ def _rope_base(hf: dict) -> float:
     "RoPE's base from a config in either of transformers' spellings (rope_parameters since 5.0; rope_theta and rope_scaling before), refusing scaled RoPE by its type."
     params = hf.get('rope_parameters') or {}
     scaling = hf.get('rope_scaling') or {}
-    kind = params.get('rope_type') or scaling.get('rope_type') or scaling.get('type') or 'default'
-    if kind != 'default':
-        raise ValueError(f"RoPE scaling of type {kind!r} is not implemented: the course's RoPE rotates by m·θ_i with no scaling (type 'default' only)")
-    return float(params.get('rope_theta', hf.get('rope_theta', 10000.0)))
+    for field, value in (('rope_parameters', params), ('rope_scaling', scaling)):   # either may name a scaling: both are checked
+        kind = value.get('rope_type') or value.get('type') or 'default'
+        if kind != 'default':
+            raise ValueError(f"RoPE scaling of type {kind!r} is not implemented: the course's RoPE rotates by m·θ_i with no scaling (type 'default' only)")
+    theta = params.get('rope_theta', hf.get('rope_theta', 10000.0))
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
+        raise ValueError(f"rope_theta={theta!r}: RoPE's base must be a positive number (10000.0 in the paper)")
+    return float(theta)
+
+_POSITIVE_INTS = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'max_position_embeddings')
+
+def _check_types(hf: dict, name: str):
+    "Raise a `ValueError` naming the first field of a config.json whose value has the wrong type: sizes positive integers, eps a positive number, switches booleans."
+    for k in _POSITIVE_INTS + ('num_key_value_heads',):
+        v = hf.get(k)
+        if k == 'num_key_value_heads' and v is None: continue            # null: as many as the query heads
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{k}={v!r} in the {name} config: it must be a positive integer")
+    eps = hf.get('rms_norm_eps', 1e-6)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+        raise ValueError(f"rms_norm_eps={eps!r} in the {name} config: it must be a positive number (1e-6, say)")
+    for k in ('tie_word_embeddings', 'attention_bias', 'mlp_bias', 'use_sliding_window'):
+        if k in hf and not isinstance(hf[k], bool): raise ValueError(f"{k}={hf[k]!r} in the {name} config: it must be a JSON boolean, true or false")
+
+def _sliding_layers(hf: dict) -> Tuple[list, str]:
+    "The layers that would attend through a sliding window and why, by transformers' Qwen2Config rule: those `layer_types` names 'sliding_attention', or (without it) every layer i >= max_window_layers when use_sliding_window and sliding_window is not null."
+    if hf.get('layer_types') is not None: return [i for i, t in enumerate(hf['layer_types']) if t == 'sliding_attention'], "layer_types says 'sliding_attention'"
+    if not hf.get('use_sliding_window') or ('sliding_window' in hf and hf['sliding_window'] is None): return [], ''
+    first = hf.get('max_window_layers', 28)                                 # 28: Qwen2Config's default
+    return list(range(first, hf['num_hidden_layers'])), f"use_sliding_window=True and max_window_layers={first}"
 
 def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
     "The `GPTConfig` of a Llama or Qwen2 config (config.json as a dict; `family` 'llama' or 'qwen2'); a `ValueError` naming a field the course's GPT cannot express."
@@ -40,13 +65,15 @@ def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
     need = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'max_position_embeddings')
     missing = [k for k in need if k not in hf]
     if missing: raise ValueError(f"the {name} config lacks {', '.join(missing)}")
+    _check_types(hf, name)
     d, H = hf['hidden_size'], hf['num_attention_heads']
     if hf.get('hidden_act', 'silu') != 'silu':
         raise ValueError(f"hidden_act={hf['hidden_act']!r}: the course's SwiGLU gates with SiLU ('silu') only")
     if hf.get('head_dim') not in (None, d // H):
         raise ValueError(f"head_dim={hf['head_dim']} differs from hidden_size / num_attention_heads = {d // H}: the course's heads split the width evenly")
-    if hf.get('use_sliding_window') or 'sliding_attention' in (hf.get('layer_types') or []):
-        raise ValueError("use_sliding_window=True: sliding-window attention is not implemented (every layer here attends to the whole context)")
+    sliding, why = _sliding_layers(hf)
+    if sliding: raise ValueError(f"{why}: layers {sliding[0]} to {sliding[-1]} would attend through a sliding window, "
+                                 "which is not implemented (every layer here attends to the whole context)")
     if hf.get('pretraining_tp', 1) != 1: raise ValueError(f"pretraining_tp={hf['pretraining_tp']}: only 1 (one matrix product per projection) is implemented")
     biases = _QWEN2_BIASES if family == 'qwen2' else dict(qkv_bias=hf.get('attention_bias', False), out_bias=hf.get('attention_bias', False),
                                                           ff_bias=hf.get('mlp_bias', False))
@@ -81,6 +108,13 @@ def _llama_names(model: GPT) -> Dict[str, Tuple[torch.Tensor, Optional[torch.Ten
 def load_llama_state(model: GPT, state: Dict[str, torch.Tensor]) -> GPT:
     "Copy a Llama or Qwen2 state dict into a Llama-style `model`, every tensor checked first; the query and key rows of each head reordered from halves to adjacent pairs."
     names = _llama_names(model)
+    extra = [k for k in state if k not in names and not k.endswith('rotary_emb.inv_freq')         # a buffer of old checkpoints, recomputed here
+             and not (k == 'lm_head.weight' and model.config.tie_embeddings)]                     # a tied model's state_dict() holds it: checked below
+    if extra: raise ValueError(f"the state dict holds {len(extra)} tensor(s) the config has no place for, the first {extra[0]!r}: "
+                               "a config with fewer layers, or another model's weights?")
+    if model.config.tie_embeddings and 'lm_head.weight' in state and 'model.embed_tokens.weight' in state:
+        if not torch.equal(state['lm_head.weight'], state['model.embed_tokens.weight']):
+            raise ValueError("tie_word_embeddings is true but the state dict's lm_head.weight differs from model.embed_tokens.weight: the config says tied, the weights are not")
     for name, (ours, _) in names.items():
         if name not in state: raise ValueError(f"the state dict lacks {name!r} (expected shape {tuple(ours.shape)})")
         if tuple(state[name].shape) != tuple(ours.shape):

@@ -7,7 +7,7 @@ __all__ = ['GPT2_PATTERN', 'GPT2_SHA256', 'pair_counts', 'merge_pair', 'pretoken
            'bytes_to_unicode', 'read_gpt2_files', 'gpt2_tokenizer']
 
 # %% ../nbs/16a_tokens.ipynb #9e827584
-import gzip, hashlib, heapq, json, os
+import gzip, hashlib, heapq, json, operator, os
 from collections import Counter, defaultdict
 from functools import lru_cache
 from importlib import resources
@@ -46,13 +46,31 @@ class _Greatest:
     def __eq__(self, other): return self.value == other.value
 
 def _check_specials(special_tokens):
-    "Raise a clear error unless the special tokens are distinct non-empty strings, none inside another."
+    "Raise a clear error unless the special tokens are a list of distinct non-empty strings, none inside another and none overlapping another."
+    if isinstance(special_tokens, (str, bytes)):
+        raise TypeError(f"special tokens must be a list of strings, got the {type(special_tokens).__name__} {special_tokens!r} (write [{special_tokens!r}])")
     for s in special_tokens:
         if not isinstance(s, str) or not s: raise ValueError(f"a special token must be a non-empty string, got {s!r}")
     for a in special_tokens:
         for b in special_tokens:
             if a != b and a in b: raise ValueError(f"special token {a!r} is inside special token {b!r}: which one a text holds would be ambiguous")
+    for a in special_tokens:
+        for b in special_tokens:
+            shared = next((a[-k:] for k in range(min(len(a), len(b)) - 1, 0, -1) if a != b and a[-k:] == b[:k]), None)
+            if shared: raise ValueError(f"special tokens {a!r} and {b!r} overlap: {a!r} ends with {shared!r}, which begins {b!r}, "
+                                        f"so in {a + b[len(shared):]!r} either could be the token")
     if len(set(special_tokens)) != len(special_tokens): raise ValueError(f"special tokens repeat: {list(special_tokens)}")
+
+_SURROGATE = regex.compile(r'[\ud800-\udfff]')
+
+def _without_lone_surrogates(text: str) -> str:
+    "`text` with each lone surrogate (a str may hold one; UTF-8 cannot) as U+FFFD and each surrogate pair as its character, as tiktoken does."
+    return text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace') if _SURROGATE.search(text) else text
+
+def _check_vocab_size(vocab_size) -> int:
+    if isinstance(vocab_size, bool) or not hasattr(type(vocab_size), '__index__'):
+        raise TypeError(f"vocab_size must be an integer, got {vocab_size!r} ({type(vocab_size).__name__})")
+    return operator.index(vocab_size)
 
 def _split_specials(text: str, special_tokens: Sequence[str]) -> List[str]:
     "`text` cut at every special token (the tokens dropped): the stretches BPE may work on."
@@ -63,7 +81,8 @@ def train_bpe(text: str, vocab_size: int, special_tokens: Sequence[str] = (), pa
     "Byte-level BPE trained on `text`: (vocab {id: bytes}, merges [(a, b, new id)] in order); ids 0-255 are the bytes, then one per merge, then the `special_tokens`; a tie in counts goes to the greatest pair of byte strings."
     if not isinstance(text, str): raise TypeError(f"text must be a str, got {type(text).__name__}")
     _check_specials(special_tokens)
-    if not isinstance(vocab_size, int) or vocab_size < 256 + len(special_tokens):
+    vocab_size, text = _check_vocab_size(vocab_size), _without_lone_surrogates(text)
+    if vocab_size < 256 + len(special_tokens):
         raise ValueError(f"vocab_size must be at least 256 (one token per byte) + {len(special_tokens)} special token(s) = "
                          f"{256 + len(special_tokens)}, got {vocab_size!r}")
     vocab = {i: bytes([i]) for i in range(256)}
@@ -94,14 +113,27 @@ def train_bpe(text: str, vocab_size: int, special_tokens: Sequence[str] = (), pa
     return vocab, merges
 
 # %% ../nbs/16a_tokens.ipynb #39d8fb59
+def _token_id(i) -> int:
+    "`i` as a Python int: an int, a NumPy or PyTorch integer; a `TypeError` for a float or a bool."
+    if isinstance(i, bool) or not hasattr(type(i), '__index__'): raise TypeError(f"token ids must be integers, got {i!r} ({type(i).__name__})")
+    return operator.index(i)
+
 class BPETokenizer:
     "Byte-level BPE: `vocab` {id: bytes} holding every single byte, `merges` [(a, b, merged id)] in rank order, `special_tokens` {text: id} never split, `pattern` the pre-tokenizer."
     def __init__(self, vocab: Dict[int, bytes], merges: Sequence[Tuple[int, int, int]], special_tokens: Optional[Dict[str, int]] = None,
                  pattern: str = GPT2_PATTERN):
+        if special_tokens is not None and not isinstance(special_tokens, dict):
+            raise TypeError(f"special_tokens must be a dict {{text: id}}, got {special_tokens!r} ({type(special_tokens).__name__})")
+        for k, m in enumerate(merges):
+            if not (isinstance(m, (list, tuple)) and len(m) == 3 and all(isinstance(t, int) and not isinstance(t, bool) for t in m)):
+                raise ValueError(f"merge {k}: {list(m) if isinstance(m, (list, tuple)) else m!r} is not three token ids [a, b, merged]")
         self.vocab, self.merges = dict(vocab), [tuple(m) for m in merges]
         self.special_tokens, self.pattern = dict(special_tokens or {}), pattern
         _check_specials(list(self.special_tokens))
-        by_bytes = {b: i for i, b in self.vocab.items() if b not in {s.encode('utf-8') for s in self.special_tokens}}
+        for s, i in self.special_tokens.items():
+            if isinstance(i, bool) or not isinstance(i, int): raise ValueError(f"special token {s!r} has id {i!r}, not an integer")
+        special_ids = set(self.special_tokens.values())
+        by_bytes = {b: i for i, b in self.vocab.items() if i not in special_ids}     # a special token '!' and the byte '!' are two tokens
         missing = [b for b in range(256) if bytes([b]) not in by_bytes]
         if missing: raise ValueError(f"the vocabulary lacks the single byte {missing[0]} ({len(missing)} bytes missing): byte-level BPE needs all 256")
         self.byte_ids = [by_bytes[bytes([b])] for b in range(256)]
@@ -111,10 +143,12 @@ class BPETokenizer:
                 if t not in self.vocab: raise ValueError(f"merge {rank} ({a}, {b}) -> {new} names id {t}, which the vocabulary lacks")
             if self.vocab[new] != self.vocab[a] + self.vocab[b]:
                 raise ValueError(f"merge {rank}: token {new} is {self.vocab[new]!r}, not {self.vocab[a]!r} + {self.vocab[b]!r}")
+            if (a, b) in self.ranks: raise ValueError(f"merges {self.ranks[a, b][0]} and {rank} both merge the pair ({a}, {b}): a pair has one rank")
             self.ranks[a, b] = (rank, new)
         for s, i in self.special_tokens.items():
             if self.vocab.get(i) != s.encode('utf-8'): raise ValueError(f"special token {s!r} has id {i}, whose vocabulary entry is {self.vocab.get(i)!r}")
-        self._pieces = regex.compile(pattern)
+        try: self._pieces = regex.compile(pattern)
+        except (regex.error, TypeError) as e: raise ValueError(f"the pattern {pattern!r} does not compile as a regular expression: {e}") from None
         self._specials = regex.compile('|'.join(regex.escape(s) for s in sorted(self.special_tokens, key=len, reverse=True))) if self.special_tokens else None
         self._cache = {}
 
@@ -144,33 +178,44 @@ class BPETokenizer:
         for m in self._pieces.finditer(text): out.extend(self._piece(m.group().encode('utf-8')))
 
     def encode(self, text: str) -> List[int]:
-        "The ids of `text`: its special tokens as their ids, everything between them pre-tokenized and merged."
+        "The ids of `text`: its special tokens as their ids, everything between them pre-tokenized and merged; a lone surrogate reads as U+FFFD, as in tiktoken."
         if not isinstance(text, str): raise TypeError(f"text must be a str, got {type(text).__name__}")
-        out, start = [], 0
+        text, out, start = _without_lone_surrogates(text), [], 0
         if self._specials is not None:
             for m in self._specials.finditer(text):
                 self._ordinary(text[start:m.start()], out); out.append(self.special_tokens[m.group()]); start = m.end()
         self._ordinary(text[start:], out)
         return out
 
+    def encode_ordinary(self, text: str) -> List[int]:
+        "The ids of `text` with special tokens read as ordinary text (tiktoken's `encode_ordinary`): for text a user wrote, which must not smuggle in `<|endoftext|>`."
+        if not isinstance(text, str): raise TypeError(f"text must be a str, got {type(text).__name__}")
+        out = []
+        self._ordinary(_without_lone_surrogates(text), out)
+        return out
+
     def decode(self, ids: Iterable[int]) -> str:
-        "The text of `ids`; bytes that do not form a whole UTF-8 character become U+FFFD, as GPT-2's decoder does."
-        ids = list(ids)
+        "The text of `ids` (a list, a tensor, an array); bytes that do not form a whole UTF-8 character become U+FFFD, as GPT-2's decoder does."
+        if isinstance(ids, (str, bytes, bytearray)): raise TypeError(f"ids must be a sequence of token ids (integers), got a {type(ids).__name__}")
+        if hasattr(ids, 'tolist'): ids = ids.tolist()                        # a tensor or an array: its ids as Python ints
+        if not isinstance(ids, Iterable): raise TypeError(f"ids must be a sequence of token ids (integers), got {ids!r} ({type(ids).__name__})")
+        ids = [_token_id(i) for i in ids]
         bad = [i for i in ids if i not in self.vocab]
         if bad: raise ValueError(f"token id {bad[0]} is not in the vocabulary of {len(self)} tokens (ids {min(self.vocab)} to {max(self.vocab)})")
         return b''.join(self.vocab[i] for i in ids).decode('utf-8', errors='replace')
 
     def encode_iterable(self, chunks: Iterable[str], buffer: int = 1 << 16) -> Iterator[int]:
-        "The ids of the text that `chunks` (a file's lines, say) make together, yielded as it streams: at most about `buffer` characters held at once, plus the piece being read."
-        parts, size = [], 0                                                  # joined only when there is enough to cut
+        "The ids of the text that `chunks` (a file's lines, say) make together, yielded as it streams. It holds about `buffer` characters at once, plus the pre-token being read: a run of whitespace is one pre-token and is held whole, so memory is bounded by `buffer` plus the longest pre-token (twice it, at most). After a scan that cannot cut, it waits until the held text has doubled, so the work stays linear in the text."
+        parts, size, need = [], 0, buffer                                    # joined only when there is enough to cut
         longest = max((len(s) for s in self.special_tokens), default=1)
         for chunk in chunks:
             parts.append(chunk); size += len(chunk)
-            if size < buffer: continue
+            if size < need: continue
             held = ''.join(parts)
             cut = self._safe_cut(held, longest)
             if cut: yield from self.encode(held[:cut])
             parts, size = [held[cut:]], len(held) - cut
+            need = max(buffer, 2 * size)                                     # what could not be cut is scanned again only once it has doubled
         yield from self.encode(''.join(parts))
 
     def _safe_cut(self, text: str, longest: int) -> int:
@@ -196,9 +241,18 @@ class BPETokenizer:
     @classmethod
     def from_dict(cls, d: dict) -> 'BPETokenizer':
         "The tokenizer `to_dict` wrote; a `ValueError` for another format."
+        if not isinstance(d, dict): raise ValueError(f"not a course tokenizer: a {type(d).__name__}, not a JSON object")
         if d.get('format') != 'transformer_tutorial.bpe' or d.get('version') != 1:
             raise ValueError(f"not a course tokenizer (format 'transformer_tutorial.bpe', version 1): got format {d.get('format')!r}, version {d.get('version')!r}")
-        return cls({int(i): bytes.fromhex(h) for i, h in d['vocab'].items()}, d['merges'], d['special_tokens'], d['pattern'])
+        missing = [k for k in ('vocab', 'merges', 'special_tokens', 'pattern') if k not in d]
+        if missing: raise ValueError(f"the tokenizer lacks {', '.join(map(repr, missing))}: a file `save` wrote holds all four")
+        if not isinstance(d['vocab'], dict): raise ValueError(f"the tokenizer's 'vocab' must be an object {{id: bytes in hex}}, got a {type(d['vocab']).__name__}")
+        vocab = {}
+        for i, h in d['vocab'].items():
+            try: vocab[int(i)] = bytes.fromhex(h)
+            except (ValueError, TypeError): raise ValueError(f"vocab entry {i!r}: {h!r} is not a token id with its bytes in hex") from None
+        if not isinstance(d['merges'], list): raise ValueError(f"the tokenizer's 'merges' must be a list, got a {type(d['merges']).__name__}")
+        return cls(vocab, d['merges'], d['special_tokens'], d['pattern'])
 
     def save(self, path: Union[str, os.PathLike]) -> Path:
         "Write the tokenizer as one JSON file (see `to_dict`), through a temporary name."
@@ -222,18 +276,27 @@ def read_gpt2_files(encoder_json: str, vocab_bpe: str, special_tokens: Sequence[
     "A `BPETokenizer` from the texts of GPT-2's encoder.json (token -> id) and vocab.bpe (the merges, one a line after the version line)."
     to_byte = {c: b for b, c in bytes_to_unicode().items()}
     encoder = json.loads(encoder_json)
+    if not isinstance(encoder, dict): raise ValueError(f"encoder.json must be a JSON object {{token: id}}, got a {type(encoder).__name__}")
+    holder = {}                                                          # id -> its token, to name two tokens with one id
+    for t, i in encoder.items():
+        if isinstance(i, bool) or not isinstance(i, int): raise ValueError(f"encoder.json: the id of {t!r} is {i!r}, not an integer")
+        if i in holder: raise ValueError(f"encoder.json: the tokens {holder[i]!r} and {t!r} share the id {i}")
+        holder[i] = t
     def as_bytes(token, where):
         try: return bytes(to_byte[c] for c in token)
         except KeyError: raise ValueError(f"{where}: {token!r} holds a character outside GPT-2's byte table") from None
     vocab = {i: (t.encode('utf-8') if t in special_tokens else as_bytes(t, 'encoder.json')) for t, i in encoder.items()}
-    merges, lines = [], vocab_bpe.split('\n')
+    merges, lines, seen = [], vocab_bpe.split('\n'), {}
     for n, line in enumerate(lines, start=1):
+        if line.endswith('\r'): line = line[:-1]                          # a file with Windows line ends: GPT-2's byte table never writes a raw '\r'
         if n == 1 and line.startswith('#version'): continue
         if not line.strip(): continue
         parts = line.split(' ')
         if len(parts) != 2 or not all(parts): raise ValueError(f"vocab.bpe line {n}: {line!r} is not two tokens separated by one space")
         missing = [t for t in (parts[0], parts[1], parts[0] + parts[1]) if t not in encoder]
         if missing: raise ValueError(f"vocab.bpe line {n}: the merge {line!r} needs {missing[0]!r}, which encoder.json lacks")
+        if (parts[0], parts[1]) in seen: raise ValueError(f"vocab.bpe lines {seen[parts[0], parts[1]]} and {n} both hold the merge {line!r}")
+        seen[parts[0], parts[1]] = n
         merges.append((encoder[parts[0]], encoder[parts[1]], encoder[parts[0] + parts[1]]))
     return BPETokenizer(vocab, merges, {s: encoder[s] for s in special_tokens if s in encoder})
 
