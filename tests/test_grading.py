@@ -211,8 +211,17 @@ def test_a_tensor_crosses_the_wire_as_it_is(t):
     assert back.dtype == t.dtype and back.shape == t.shape and torch.equal(back, t) and back.is_contiguous() == t.is_contiguous()
 
 
+def test_a_tensor_keeps_its_device_across_the_wire_and_the_check_names_it():
+    t = torch.empty(2, 3, dtype=torch.float16, device="meta")            # a device with no bytes, as tests/elsewhere.py uses
+    back = grading._tensor_unwire(json.loads(json.dumps(grading._tensor_wire(t))))
+    assert (back.device.type, back.shape, back.dtype) == ("meta", t.shape, t.dtype)
+    elsewhere = lambda logits, k: logits.to("meta")
+    direct, wired = _verdict("check_top_k_filter", elsewhere, False), _verdict("check_top_k_filter", elsewhere, True)
+    assert direct == wired and "returned a tensor on meta" in wired, (direct, wired)
+
+
 @pytest.mark.parametrize("change", [{"shape": [2, 300, 3]}, {"stride": [100, 1, 4]}, {"dtype": "object"}, {"shape": [-1, 3, 2]},
-                                    {"data": "AAAA"}])
+                                    {"data": "AAAA"}, {"device": "nonsense"}])
 def test_a_forged_tensor_is_refused(change):
     w = dict(grading._tensor_wire(torch.arange(24.).reshape(2, 3, 4)), **change)
     with pytest.raises(ValueError): grading._tensor_unwire(w)

@@ -443,11 +443,15 @@ def _check_names(ex):
 
 # %% ../nbs/15a_grading.ipynb #66724cc3
 _DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64", "complex64", "complex128")
+_NUMPY_SCALARS = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
 
 def _tensor_wire(t):
-    "A tensor as JSON: dtype, shape, strides and the bytes of the storage it spans, so that a view arrives as the same view (a non-contiguous one stays non-contiguous)."
+    "A tensor as JSON: dtype, shape, strides, device and the bytes of the storage it spans, so that a view arrives as the same view (a non-contiguous one stays non-contiguous) on the same device (a meta tensor, which has no bytes, as one)."
     import base64, torch
     t = t.detach()
+    device = {} if t.device.type == "cpu" else {"device": str(t.device)}
+    if t.device.type == "meta":
+        return {"t": "tensor", "dtype": str(t.dtype)[len("torch."):], "shape": list(t.shape), "stride": list(t.stride()), "data": "", **device}
     if t.device.type != "cpu" or t.layout != torch.strided or t.is_conj() or t.is_neg():
         t = t.resolve_conj().resolve_neg().to("cpu").to_dense()
     shape, stride, data = list(t.shape), list(t.stride()), b""
@@ -455,7 +459,7 @@ def _tensor_wire(t):
         start = t.storage_offset()
         span = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())[start:start + 1 + sum((n - 1) * s for n, s in zip(shape, stride))]
         data = bytes(span.contiguous().view(torch.uint8).numpy())
-    return {"t": "tensor", "dtype": str(t.dtype)[len("torch."):], "shape": shape, "stride": stride, "data": base64.b64encode(data).decode()}
+    return {"t": "tensor", "dtype": str(t.dtype)[len("torch."):], "shape": shape, "stride": stride, "data": base64.b64encode(data).decode(), **device}
 
 def _tensor_unwire(w):
     "The tensor `_tensor_wire` wrote; a ValueError when the description does not fit its bytes."
@@ -464,6 +468,13 @@ def _tensor_unwire(w):
     dtype = getattr(torch, w["dtype"])
     shape, stride = [int(n) for n in w["shape"]], [int(s) for s in w["stride"]]
     if len(shape) != len(stride) or min(shape + stride, default=0) < 0: raise ValueError(f"bad shape {shape} or strides {stride}")
+    try: device = torch.device(w.get("device", "cpu"))
+    except (RuntimeError, TypeError): raise ValueError(f"unknown device {w.get('device')!r}") from None
+    if device.type == "meta": return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+    if device.type != "cpu":   # where this process cannot reach that device, the tensor stays on the CPU
+        w = {k: v for k, v in w.items() if k != "device"}
+        try: return _tensor_unwire(w).to(device)
+        except (RuntimeError, AssertionError): return _tensor_unwire(w)
     if 0 in shape: return torch.empty(shape, dtype=dtype)
     raw, size = bytearray(base64.b64decode(w["data"])), torch.empty(0, dtype=dtype).element_size()
     if len(raw) % size or sum((n - 1) * s for n, s in zip(shape, stride)) >= len(raw) // size:
@@ -488,6 +499,8 @@ def _wire(x, hold, memo, parameters_held=False):
     if isinstance(x, dict): return {"t": "dict", "v": [[_wire(k, hold, memo), _wire(v, hold, memo, parameters_held)] for k, v in x.items()]}
     if isinstance(x, slice): return {"t": "slice", "v": [_wire(v, hold, memo) for v in (x.start, x.stop, x.step)]}
     if x is Ellipsis: return {"t": "..."}
+    if type(x).__module__ == "numpy" and str(getattr(x, "dtype", "")) in _NUMPY_SCALARS and type(x).__name__ != "ndarray":
+        return {"t": "numpy scalar", "dtype": str(x.dtype), "v": x.item()}   # np.float32(0.5), by value
     return hold(x)
 
 def _unwire(w, held, seen, grad=False):
@@ -509,6 +522,9 @@ def _unwire(w, held, seen, grad=False):
     if kind == "device": return torch.device(w["v"])
     if kind == "slice": return slice(*[_unwire(v, held, seen) for v in w["v"]])
     if kind == "...": return Ellipsis
+    if kind == "numpy scalar" and w["dtype"] in _NUMPY_SCALARS:
+        import numpy
+        return numpy.dtype(w["dtype"]).type(w["v"])
     if kind == "held": return held(w)
     if kind == "generator":
         g = torch.Generator()
