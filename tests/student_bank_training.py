@@ -123,7 +123,15 @@ def loss_other_device(logits, target, pad_id, smoothing):
     "MISTAKE: the loss moved to another device (a hard-coded .to('cuda'); 'meta' stands for it on a machine without a GPU)."
     return F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=pad_id, label_smoothing=smoothing).to('meta')
 
+@_reg(LOSS)
+def loss_mean_of_sequence_means(logits, target, pad_id, smoothing):
+    "MISTAKE: each sequence's mean loss, then the mean of those: a position of a short sequence weighs more."
+    per = F.cross_entropy(logits.transpose(1, 2), target, ignore_index=pad_id, label_smoothing=smoothing, reduction='none')  # (B, L)
+    real = target != pad_id
+    return (per.sum(1) / real.sum(1))[real.any(1)].mean()
+
 NAMED = {
+    'loss_mean_of_sequence_means': "the mean of each sequence's mean",
     'loss_other_device': "returned a tensor on meta (called with (3, 5, 7), (3, 5), 0, 0.1): keep the inputs' device (cpu)",
     'loss_no_smoothing': 'the smoothing is not applied',
     'loss_pad_counted': 'pad positions are counted in the mean',
@@ -217,7 +225,14 @@ def schedule_list(step, warmup):
     s = step + 1
     return [s / warmup, math.sqrt(warmup / s)]
 
+@_reg(SCHED)
+def schedule_integer_division(step, warmup):
+    "MISTAKE: the warmup part with //, 0 until the last warmup step."
+    s = step + 1
+    return min(s // warmup, math.sqrt(warmup / s))
+
 NAMED.update({
+    'schedule_integer_division': 's // warmup is integer division',
     'schedule_zero_based': 'divides by zero at step 0',
     'schedule_zero_first': 'the factor at step 0 is 0',
     'schedule_noam_unnormalized': 'the factor peaks at',

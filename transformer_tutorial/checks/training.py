@@ -37,6 +37,7 @@ def _smoothed(logits, target, pad_id, eps, *, on=None, true_weight=None, per=Non
     if mean_over == 'all': return per_pos.mean()
     if mean_over == 'sum': return per_pos[real].sum()
     if mean_over == 'all_positions': return per_pos[real].sum() / real.numel()
+    if mean_over == 'sequences': return torch.stack([p[r].mean() for p, r in zip(per_pos, real) if r.any()]).mean()
     return per_pos[real].mean()
 
 def _loss_inputs(B, L, V, pad_id, seed, scale=2.0, dtype=torch.float32):
@@ -74,6 +75,7 @@ def check_label_smoothed_loss(fn: Callable) -> None:
             (_smoothed(logits, target, pad_id, eps, mean_over='all'), "pad positions are counted in the mean: leave out every position whose target is pad_id (mean over target != pad_id)"),
             (_smoothed(logits, target, pad_id, eps, mean_over='all_positions'), "divided by all B*L positions: the pad positions are left out of the sum but not of the count; divide by the number of non-pad targets"),
             (_smoothed(logits, target, pad_id, eps, mean_over='sum'), "summed over the positions: average over the non-pad ones"),
+            (_smoothed(logits, target, pad_id, eps, mean_over='sequences'), "the mean of each sequence's mean: average over every non-pad position of the batch at once, so that a position of a short sequence weighs what one of a long sequence does"),
             (_smoothed(logits, target, pad_id, eps, on=('target',)), "the smoothing mass is spread over the V - 1 wrong classes only: as in PyTorch's label_smoothing, it goes to all V classes (smoothing/V each), the target included"),
             (_smoothed(logits, target, pad_id, eps, on=('target', 'pad')), "no smoothing mass on the target and the pad column (The Annotated Transformer's smoothing/(V - 2)): this exercise follows PyTorch's label_smoothing, smoothing/V on every class"),
             (_smoothed(logits, target, pad_id, eps, on=('pad',)), "no smoothing mass on the pad column: this exercise follows PyTorch's label_smoothing, smoothing/V on every class, pad included"),
@@ -132,11 +134,11 @@ def check_label_smoothed_loss(fn: Callable) -> None:
     _passed(name, n)
 
 # %% ../../nbs/13c_training_checks.ipynb #68fca132
-def _schedule(step, warmup, *, count_from=1, peak_shift=0, power=0.5, normalized=True, combine=min, piecewise=False):
+def _schedule(step, warmup, *, count_from=1, peak_shift=0, power=0.5, normalized=True, combine=min, piecewise=False, integer=False):
     "The warmup factor with each mistake a student might make (the defaults: the exercise's)."
     s = step + count_from
     w = warmup + peak_shift
-    up = s / w
+    up = s // w if integer else s / w
     down = (w / s) ** power if normalized else s ** -power
     if piecewise: return up if s < w else down                          # an if instead of min: the parts need not meet
     return combine(up, down)
@@ -172,6 +174,7 @@ def check_warmup_schedule(fn: Callable) -> None:
             (dict(power=1.0), "after the warmup the factor decays as warmup / s; the schedule decays as sqrt(warmup / s)"),
             *[(dict(normalized=False, piecewise=p), "after the warmup the factor is 1/sqrt(s), which is below the warmup's 1 at s = warmup: "
                                                     "use sqrt(warmup / s), so that the two parts meet at 1") for p in (False, True)],
+            (dict(integer=True), "the warmup part is 0 until s reaches warmup: s // warmup is integer division; divide with s / warmup"),
             (dict(combine=max), "max of the two parts instead of min: the warmup line and the decay cross at s = warmup, the factor follows the lower one"),
             (dict(peak_shift=1), f"peaks at the wrong step: the factor is 1 at s = warmup (step {warmup - 1})"),
             (dict(peak_shift=-1), f"peaks at the wrong step: the factor is 1 at s = warmup (step {warmup - 1})"),
