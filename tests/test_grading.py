@@ -47,6 +47,8 @@ CHECK_OF = {"scaled_dot_product_attention": "check_scaled_dot_product_attention"
     ("import transformer_tutorial.attention as A\ndef scaled_dot_product_attention(q, k, v, mask=None):\n    return A.scaled_dot_product_attention(q, k, v, mask)",
      "uses transformer_tutorial.attention.scaled_dot_product_attention"),
     ("from transformer_tutorial import attention\n%time attention.scaled_dot_product_attention(q, k, v)", "uses transformer_tutorial.attention.scaled_dot_product_attention"),
+    ("import transformer_tutorial.attention as A\nR = A\nscaled_dot_product_attention = R.scaled_dot_product_attention",  # an alias
+     "uses transformer_tutorial.attention.scaled_dot_product_attention"),
 ])
 def test_reference_uses_are_found(code, found):
     assert any(f.startswith(found) for f in reference_uses([code], ["scaled_dot_product_attention"])), reference_uses([code], ["scaled_dot_product_attention"])
@@ -173,6 +175,26 @@ CHECKS_EX02 = ["check_causal_mask", "check_padding_mask"]
     ("import shutil\nshutil.copy2('mine.ipynb', '../ada/ex02_masks.ipynb')", "writes or deletes files"),
     ("from pathlib import Path\nPath('../ada/ex02_masks.ipynb').open('w').write('{}')", "writes or deletes files"),
     ("import runpy\nrunpy.run_path('cheat.py')", "runs code built at run time"),
+    # a reviewer's ways to forge the checks that run in the kernel, or the wire's answers
+    ("import transformer_tutorial.checks as C\nm = C\nm.check_train_step = lambda f: None", "patches the course's package"),
+    ("import sys\nsys.modules['transformer_tutorial.checks'].check_train_step = print", "reaches a module through sys.modules"),
+    ("import sys\nm = sys.modules.get('transformer_tutorial.checks')\nsetattr(m, 'check_train_step', print)", "patches the course's package"),
+    ("import transformer_tutorial.checks as C\ndef relax(mod): mod.check_train_step = print\nrelax(C)", "hands a module of the course's package"),
+    ("get_ipython().input_transformer_manager.cleanup_transforms.append(lambda lines: ['pass\\n'])", "installs an IPython or interpreter hook"),
+    ("import json\n_real = json.dumps\njson.dumps = lambda o, *a, **k: _real({'ok': None})", "patches a module it imported"),
+    ("get_ipython().display_formatter.formatters['text/plain'].for_type(str, print)", "installs an IPython or interpreter hook"),
+    ("import transformer_tutorial.grading as G\ng = G\ng._serve = print", "reaches into the grader"),
+    ("import torch\nt = torch\nt.allclose = lambda *a, **k: True", "patches torch"),
+    ("import torch\ntype(torch.zeros(1)).__eq__ = lambda a, b: True", "patches a special method"),
+    ("import builtins as b\nB = b\nB.isinstance = lambda *a: True", "patches Python's builtins"),
+    ("get_ipython().run_cell = print", "installs an IPython or interpreter hook"),
+    ("import sys\nmods = sys.modules\nmods.pop('transformer_tutorial.checks')", "changes sys.modules"),
+    ("import sys\nsys.path.insert(0, '.')", "changes where Python finds modules"),
+    ("setattr(check_train_step, '__code__', (lambda f: None).__code__)", "reaches into the interpreter's internals"),
+    ("c = compile\nc('x = 1', 'x', 'exec')", "runs code built at run time"),
+    ("import builtins\ngetattr(builtins, 'exec')('x = 1')", "runs code built at run time"),
+    ("import pickle\npickle.loads(b'')", "runs code built at run time"),
+    ("import tempfile\ntempfile.NamedTemporaryFile('w', dir='.').write('x')", "writes or deletes files"),
 ])
 def test_tampering_is_flagged(code, found):
     flags = tampering([code], CHECKS_EX02)
@@ -190,6 +212,9 @@ def test_tampering_is_flagged(code, found):
     "import torch\nact = getattr(torch.nn.functional, 'gelu')\nname = 'relu'\nf = getattr(torch, name)",  # looking up torch's functions
     "from pathlib import Path\ntext = Path('data.txt').open().read()",               # reading a file through a path
     "def settings(args): return vars(args)",
+    "import matplotlib.pyplot as plt\nplt.rcParams['figure.figsize'] = (6, 3)",                  # a setting, by item
+    "import json\ndumps = json.dumps\ntext = dumps({'a': 1})",                                      # an alias, read
+    "import transformer_tutorial.masks as M\nm = M.causal_mask(3)",                               # the package's functions, called
 ])
 def test_tampering_flags_nothing_honest(code):
     assert tampering([code], CHECKS_EX02) == []
@@ -494,6 +519,14 @@ def _cheats(folder, out):
         "ned": "import time\nwhile True:\n    try: time.sleep(1)\n    except KeyboardInterrupt: pass",          # never stops
         "sly": f"import subprocess\nsubprocess.Popen(['sh', '-c', 'sleep 5; echo late > {ada}'], start_new_session=True)",  # writes later
         "del": "import os\nos.remove('ex02_masks.ipynb')",                                                      # deletes its own file
+        "jon": "import json\n_real = json.dumps\n"                                                             # rewrites the kernel's
+               "def _dumps(obj, *a, **k):\n"                                                                    # answers: every error
+               "    if type(obj) is dict and (set(obj) == {'error'} or set(obj) == {'ok'} and type(obj['ok']) is dict "  # as the grader's own
+               "and 'changed' in obj['ok']): obj = {'ok': None, 'stop': ''}\n"                                  # word for a stop
+               "    return _real(obj, *a, **k)\njson.dumps = _dumps",
+        "fmt": "import json as _j\ndef _forge(s, p, cycle):\n"                                                 # the same through a
+               "    if s.startswith('{\"error\"') or s.startswith('{\"ok\"') and '\"changed\"' in s: s = _j.dumps({'ok': None, 'stop': ''})\n"
+               "    p.text(repr(s))\nget_ipython().display_formatter.formatters['text/plain'].for_type(str, _forge)",  # display formatter
     }
     if landlock_abi() >= 6: cheats["kai"] = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"        # kills the grader
     return cheats
@@ -532,7 +565,8 @@ def test_no_cheat_scores_above_the_untouched_notebook_and_each_is_flagged_or_sto
     flagged = {"rex": "rebinds the check", "pat": "patches the course's package", "pax": "reaches into the interpreter's internals",
                "sam": "installs an IPython or interpreter hook", "eva": "installs an IPython or interpreter hook",
                "ian": "installs an IPython or interpreter hook", "syd": "ends or signals a process", "quinn": "ends or signals a process",
-               "gil": "writes or deletes files", "fox": "starts processes", "sly": "starts processes", "del": "writes or deletes files"}
+               "gil": "writes or deletes files", "fox": "starts processes", "sly": "starts processes", "del": "writes or deletes files",
+               "jon": "patches a module it imported", "fmt": "installs an IPython or interpreter hook"}
     for student, flag in flagged.items(): assert flag in by[student]["integrity"], by[student]
     stopped = {s: by[s]["notes"] for s in ("lou", "fox", "hog", "ned")}
     assert "printed more than 1 MiB" in stopped["lou"] or "resident memory" in stopped["lou"], stopped

@@ -127,6 +127,7 @@ def reference_uses(sources: List[str], names: List[str]) -> List[str]:
             for a in node.names:
                 if a.name in names or a.name == "*": found.append(f"imports {a.name} from {node.module}")
                 else: bound[a.asname or a.name] = f"{node.module}.{a.name}"
+    bound = {k: v for k, v in _aliases(trees, bound).items() if v.split(".")[0] == PACKAGE}   # `R = M` leads where M does
     for node in (n for t in trees for n in ast.walk(t)):
         chain = _dotted(node) if isinstance(node, ast.Attribute) and node.attr in names else None
         root = chain and chain.split(".")[0]
@@ -309,7 +310,34 @@ def _bindings(trees):
             for a in node.names: bound[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for a in node.names: bound[a.asname or a.name] = f"{node.module}.{a.name}"
+    return _aliases(trees, bound)
+
+_BUILTIN_REACH = {"exec", "eval", "compile", "__import__", "open", "getattr", "setattr", "delattr", "globals", "vars", "locals", "exit", "quit"}
+
+def _by_key(value, bound):
+    "The module a `sys.modules[NAME]`, `sys.modules.get(NAME)` or `importlib.import_module(NAME)` with a constant NAME fetches, else None."
+    key = None
+    if isinstance(value, ast.Subscript) and _path(value.value, bound) == "sys.modules": key = value.slice
+    elif isinstance(value, ast.Call) and _path(value.func, bound) in ("sys.modules.get", "importlib.import_module") and value.args: key = value.args[0]
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+
+def _aliases(trees, bound):
+    "`bound` with each name assigned what a bound name holds (`m = C`, `R = tt.masks`, `c = compile`) or a module fetched by name (`m = sys.modules['x']`), so that an alias leads where its value does."
+    for _ in range(3):  # an alias of an alias
+        for node in (n for t in trees for n in ast.walk(t)):
+            if not isinstance(node, (ast.Assign, ast.NamedExpr)): continue
+            value, chain = node.value, _dotted(node.value)
+            path = (_path(value, bound) if chain and chain.split(".")[0] in bound else
+                    chain if isinstance(value, ast.Name) and value.id in _BUILTIN_REACH else _by_key(value, bound))
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if path and isinstance(t, ast.Name) and t.id != path: bound[t.id] = path
     return bound
+
+def _is_module(path):
+    "True when the dotted `path` names a module (not a function or class in one)."
+    import importlib.util
+    try: return importlib.util.find_spec(path) is not None
+    except (ImportError, ValueError, AttributeError): return False
 
 def _root(node):
     "The expression a chain of attributes, subscripts and calls starts from: `a` in `a.b[0].c()`."
@@ -330,15 +358,19 @@ def _under(path, families):
 _EXITS = ("exit", "quit", "sys.exit", "os._exit", "os.abort", "os.kill", "os.killpg", "signal")
 _PROCESSES = ("os.fork", "os.forkpty", "os.system", "os.popen", "os.spawn", "os.exec", "os.posix_spawn", "subprocess", "multiprocessing",
               "pty", "concurrent.futures.ProcessPoolExecutor", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell")
-_DYNAMIC = ("exec", "eval", "compile", "__import__", "importlib", "ctypes", "runpy", "gc.get_referrers", "gc.get_referents", "gc.get_objects",
+_DYNAMIC = ("exec", "eval", "compile", "__import__", "importlib", "ctypes", "runpy", "pickle.load", "pickle.loads", "marshal.loads",
+            "types.FunctionType", "types.CodeType", "gc.get_referrers", "gc.get_referents", "gc.get_objects",
             "sys._getframe", "inspect.currentframe", "inspect.stack")
 _FILES = ("os.remove", "os.unlink", "os.rename", "os.replace", "os.rmdir", "os.removedirs", "os.truncate", "os.chmod", "os.symlink",
           "os.link", "os.utime", "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.copytree",
-          "shutil.move", "shutil.rmtree", "shutil.make_archive", "shutil.unpack_archive", "torch.save", "numpy.save", "numpy.savez")
+          "shutil.move", "shutil.rmtree", "shutil.make_archive", "shutil.unpack_archive", "torch.save", "numpy.save", "numpy.savez",
+          "tempfile.NamedTemporaryFile", "tempfile.TemporaryFile", "tempfile.SpooledTemporaryFile", "tempfile.mkstemp")
 _OPENERS = ("open", "io.open", "os.open", "io.FileIO", "os.fdopen")
 _FILE_METHODS = {"write_text", "write_bytes", "unlink", "touch", "symlink_to", "hardlink_to", "rmdir"}
 _HOOKS = {"set_custom_exc", "input_transformers_cleanup", "input_transformers_post", "ast_transformers", "excepthook", "displayhook",
-          "settrace", "setprofile", "addaudithook", "showtraceback", "custom_exceptions", "register_magic_function"}
+          "settrace", "setprofile", "addaudithook", "showtraceback", "custom_exceptions", "register_magic_function",
+          "input_transformer_manager", "cleanup_transforms", "line_transforms", "token_transformers", "display_formatter",
+          "formatters", "for_type", "for_type_by_name", "run_cell", "run_cell_async", "run_ast_nodes", "run_code"}
 _INTERNALS = {"__code__", "__closure__", "__globals__", "__defaults__", "__kwdefaults__", "cell_contents", "f_locals", "f_globals",
               "f_back", "tb_frame", "gi_frame", "__subclasses__"}
 _SHELL = re.compile(r"^\s*(!|%%?(bash|sh|script|system|sx|writefile)\b)")
@@ -367,9 +399,13 @@ def _patched(target, bound):
     where, chain = _path(root, bound), _path(target.value, bound)
     top = where.split(".")[0]
     if top == PACKAGE: return "patches the course's package"
-    if top == "torch" and not chain.startswith("torch.backends"): return "patches torch"  # torch.backends.* are settings, not code
+    if top == "torch": return None if chain.startswith("torch.backends") else "patches torch"  # torch.backends.* are settings, not code
     if top in ("builtins", "__builtins__"): return "patches Python's builtins"
     if chain == "sys.modules": return "changes sys.modules"
+    if chain in ("sys.path", "sys.meta_path", "sys.path_hooks") or where.startswith(("sys.path", "sys.meta_path")):
+        return "changes where Python finds modules"
+    if isinstance(target, ast.Attribute) and target.attr.startswith("__") and target.attr.endswith("__"): return "patches a special method"
+    if isinstance(target, ast.Attribute) and isinstance(root, ast.Name) and root.id in bound: return "patches a module it imported"
     return None
 
 def tampering(sources: List[str], checks: List[str]) -> List[str]:
@@ -396,17 +432,28 @@ def tampering(sources: List[str], checks: List[str]) -> List[str]:
                 if n in checks: flag(f"rebinds the check {n}", node, lines)
             targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
                        [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") and node.args:
-                targets = [ast.Attribute(value=node.args[0], attr="_", ctx=ast.Store())]
+            if isinstance(node, ast.Call) and _path(node.func, bound) in ("setattr", "delattr") and node.args:
+                name = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else "_"
+                targets = [ast.Attribute(value=node.args[0], attr=str(name), ctx=ast.Store())]
+                if name in _INTERNALS or name in _HOOKS: flag("reaches into the interpreter's internals", node, lines)
             for t in targets:
                 if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Call) and isinstance(t.value.func, ast.Name) \
                         and t.value.func.id in _NAMESPACES and isinstance(t.slice, ast.Constant) and t.slice.value in checks:
                     flag(f"rebinds the check {t.slice.value}", node, lines)
                 what = _patched(t, bound)
                 if what: flag(what, node, lines)
+            if isinstance(node, ast.Subscript) and _path(node.value, bound) == "sys.modules":
+                flag("reaches a module through sys.modules", node, lines)
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                    _under(m, (f"{PACKAGE}.grading",)) for m in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])):
+                flag("reaches into the grader", node, lines)
             if isinstance(node, ast.Call):
                 path = _path(node.func, bound)
+                path = path[len("builtins."):] if path.startswith("builtins.") else path
                 method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+                if any(_path(a, bound).split(".")[0] == PACKAGE and _is_module(_path(a, bound))
+                       for a in [*node.args, *(k.value for k in node.keywords)] if isinstance(a, (ast.Name, ast.Attribute))):
+                    flag("hands a module of the course's package to other code", node, lines)
                 if _under(path, _EXITS): flag("ends or signals a process", node, lines)
                 elif _under(path, _PROCESSES): flag("starts processes", node, lines)
                 elif _under(path, _DYNAMIC): flag("runs code built at run time, or reaches into the interpreter", node, lines)
@@ -415,6 +462,9 @@ def tampering(sources: List[str], checks: List[str]) -> List[str]:
                     flag("writes or deletes files", node, lines)
                 elif path.startswith("sys.modules.") and method not in ("get", "keys", "values", "items", "copy"):
                     flag("changes sys.modules", node, lines)
+                elif path == "sys.modules.get": flag("reaches a module through sys.modules", node, lines)
+                elif path.startswith(("sys.path.", "sys.meta_path.", "sys.path_hooks.")) and method not in ("index", "count", "copy"):
+                    flag("changes where Python finds modules", node, lines)
                 elif path == "globals" or path in ("vars", "locals") and not node.args:
                     flag("reaches a namespace by hand (globals(), vars(), __dict__, user_ns)", node, lines)
                 elif path in ("getattr", "setattr", "delattr") and len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant) and \
@@ -798,7 +848,7 @@ def _verdict_main():
         try:
             with contextlib.redirect_stdout(printed): result = getattr(checks, req["check"])(link.unwire(req["arg"]))
             if isinstance(result, _Skipped): error = str(result)   # the check could not run here: no point for it
-        except _Stopped as e: error = str(e)
+        except _Stopped as e: error = str(e) or "stopped"   # never an empty verdict, which would read as a pass
         except Exception as e:
             error, cause = f"{type(e).__name__}: {e}", e
             while cause is not None and not isinstance(cause, _Unsendable): cause = cause.__cause__ or cause.__context__
@@ -1060,8 +1110,9 @@ async def _ask_kernel(client, question, deadline, seconds):
     try:
         if len(text) > _ANSWER_LIMIT: raise ValueError(f"an answer of {len(text)} characters")
         answer = json.loads(ast.literal_eval(text))
-        if not (isinstance(answer, dict) and ("ok" in answer or isinstance(answer.get("error"), list) and len(answer["error"]) == 2)):
-            raise ValueError("not an answer")
+        if not (isinstance(answer, dict) and (set(answer) == {"ok"} or set(answer) == {"error"} and isinstance(answer["error"], list)
+                                              and len(answer["error"]) == 2 and all(isinstance(s, str) for s in answer["error"]))):
+            raise ValueError("not an answer")   # exactly {"ok": value} or {"error": [name, message]}: a "stop" is the grader's own word
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
         return {"error": ["ValueError", f"the kernel's answer could not be read ({e})"]}
     return answer
@@ -1148,8 +1199,9 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined)
                             notes.append(f"{judged[index][0]}: {verdicts[index]}")
                         if verdict.unsendable:   # run the cell in the kernel after all, as nbgrader does
                             del verdicts[index]
-                            notes.append(f"{judged[index][0]} ran in the student's kernel, where only code that patches the package (flagged) "
-                                         f"could forge its verdict: it passes the student's code an object the grader's wire does not carry ({verdict.unsendable})")
+                            notes.append(f"{judged[index][0]} ran in the student's kernel, where code that patches the package or IPython could forge "
+                                         f"its verdict (flagged where recognised): it passes the student's code an object the grader's wire does not carry "
+                                         f"({verdict.unsendable})")
                     if index not in verdicts:
                         client.timeout = max(1, int(seconds))
                         await client.async_execute_cell(cell, index, execution_count=index + 1)
@@ -1233,7 +1285,8 @@ def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, referenc
         checks.append([_short(g, ex.name), err])
     why = lambda source: ("it hands the student's code a model and an optimizer, which cannot cross to the kernel" if _verdict_call(source, _IN_KERNEL)
                           else "not a course check called on one name")
-    notes += [f"{_short(g, ex.name)} ran in the student's kernel, where only code that patches the package (flagged) could forge its verdict ({why(ex.checks[g][0])})"
+    notes += [f"{_short(g, ex.name)} ran in the student's kernel, where code that patches the package or IPython could forge its verdict "
+              f"(flagged where recognised; {why(ex.checks[g][0])})"
               for g, c in cells.items() if g in ex.checks and index[id(c)] not in judged]
     failed = [f"{name}: {err}" for name, err in checks if err]
     return {"exercise": ex.name, "points": sum((p for (name, err), (_, p) in zip(checks, ex.checks.values()) if not err), 0.0),
