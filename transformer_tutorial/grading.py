@@ -116,6 +116,34 @@ def _dotted(node):
     while isinstance(node, ast.Attribute): parts.append(node.attr); node = node.value
     return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
 
+def _path(node, bound):
+    "The dotted name `node` stands for through the imports (`F.softmax` -> `torch.nn.functional.softmax`), or ''."
+    chain = _dotted(node)
+    if chain is None: return ""
+    root, dot, rest = chain.partition(".")
+    return bound.get(root, root) + dot + rest
+
+_BUILTIN_REACH = {"exec", "eval", "compile", "__import__", "open", "getattr", "setattr", "delattr", "globals", "vars", "locals", "exit", "quit"}
+
+def _by_key(value, bound):
+    "The module a `sys.modules[NAME]`, `sys.modules.get(NAME)` or `importlib.import_module(NAME)` with a constant NAME fetches, else None."
+    key = None
+    if isinstance(value, ast.Subscript) and _path(value.value, bound) == "sys.modules": key = value.slice
+    elif isinstance(value, ast.Call) and _path(value.func, bound) in ("sys.modules.get", "importlib.import_module") and value.args: key = value.args[0]
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+
+def _aliases(trees, bound):
+    "`bound` with each name assigned what a bound name holds (`m = C`, `R = tt.masks`, `c = compile`) or a module fetched by name (`m = sys.modules['x']`), so that an alias leads where its value does."
+    for _ in range(3):  # an alias of an alias
+        for node in (n for t in trees for n in ast.walk(t)):
+            if not isinstance(node, (ast.Assign, ast.NamedExpr)): continue
+            value, chain = node.value, _dotted(node.value)
+            path = (_path(value, bound) if chain and chain.split(".")[0] in bound else
+                    chain if isinstance(value, ast.Name) and value.id in _BUILTIN_REACH else _by_key(value, bound))
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if path and isinstance(t, ast.Name) and t.id != path: bound[t.id] = path
+    return bound
+
 def reference_uses(sources: List[str], names: List[str]) -> List[str]:
     "What `sources` take from the package under one of `names`: an import of it, or an attribute such as `transformer_tutorial.attention.NAME`."
     trees, found, bound = [t for t in map(_code, sources) if t], [], {}  # bound: a name in the code -> the package path it holds
@@ -312,27 +340,6 @@ def _bindings(trees):
             for a in node.names: bound[a.asname or a.name] = f"{node.module}.{a.name}"
     return _aliases(trees, bound)
 
-_BUILTIN_REACH = {"exec", "eval", "compile", "__import__", "open", "getattr", "setattr", "delattr", "globals", "vars", "locals", "exit", "quit"}
-
-def _by_key(value, bound):
-    "The module a `sys.modules[NAME]`, `sys.modules.get(NAME)` or `importlib.import_module(NAME)` with a constant NAME fetches, else None."
-    key = None
-    if isinstance(value, ast.Subscript) and _path(value.value, bound) == "sys.modules": key = value.slice
-    elif isinstance(value, ast.Call) and _path(value.func, bound) in ("sys.modules.get", "importlib.import_module") and value.args: key = value.args[0]
-    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
-
-def _aliases(trees, bound):
-    "`bound` with each name assigned what a bound name holds (`m = C`, `R = tt.masks`, `c = compile`) or a module fetched by name (`m = sys.modules['x']`), so that an alias leads where its value does."
-    for _ in range(3):  # an alias of an alias
-        for node in (n for t in trees for n in ast.walk(t)):
-            if not isinstance(node, (ast.Assign, ast.NamedExpr)): continue
-            value, chain = node.value, _dotted(node.value)
-            path = (_path(value, bound) if chain and chain.split(".")[0] in bound else
-                    chain if isinstance(value, ast.Name) and value.id in _BUILTIN_REACH else _by_key(value, bound))
-            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                if path and isinstance(t, ast.Name) and t.id != path: bound[t.id] = path
-    return bound
-
 def _is_module(path):
     "True when the dotted `path` names a module (not a function or class in one)."
     import importlib.util
@@ -343,13 +350,6 @@ def _root(node):
     "The expression a chain of attributes, subscripts and calls starts from: `a` in `a.b[0].c()`."
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)): node = node.func if isinstance(node, ast.Call) else node.value
     return node
-
-def _path(node, bound):
-    "The dotted name `node` stands for through the imports (`F.softmax` -> `torch.nn.functional.softmax`), or ''."
-    chain = _dotted(node)
-    if chain is None: return ""
-    root, dot, rest = chain.partition(".")
-    return bound.get(root, root) + dot + rest
 
 def _under(path, families):
     "True when the dotted `path` is one of `families` or below one: `os.spawnv` is below `os.spawn`, `subprocess.run` below `subprocess`."
@@ -404,7 +404,8 @@ def _patched(target, bound):
     if chain == "sys.modules": return "changes sys.modules"
     if chain in ("sys.path", "sys.meta_path", "sys.path_hooks") or where.startswith(("sys.path", "sys.meta_path")):
         return "changes where Python finds modules"
-    if isinstance(target, ast.Attribute) and target.attr.startswith("__") and target.attr.endswith("__"): return "patches a special method"
+    if isinstance(target, ast.Attribute) and target.attr.startswith("__") and target.attr.endswith("__") and target.attr not in _INTERNALS:
+        return "patches a special method"   # `__code__` and its kind are flagged as the interpreter's internals
     if isinstance(target, ast.Attribute) and isinstance(root, ast.Name) and root.id in bound: return "patches a module it imported"
     return None
 
