@@ -198,9 +198,10 @@ def test_world_size_that_does_not_divide_the_batch(tmp_path):
     t0 = time.monotonic()
     r = cli(3, '--out', tmp_path / 'run', timeout=120)
     assert r.returncode != 0 and time.monotonic() - t0 < 120
-    for rank in range(3):
-        assert (f"transformer-tutorial train (rank {rank}): error: a batch of 128 sequences does not split evenly over 3 process(es)"
-                in r.stderr)
+    said = [rank for rank in range(3) if f"transformer-tutorial train (rank {rank}): error: a batch of 128 sequences does not split "
+            "evenly over 3 process(es)" in r.stderr]
+    assert said, r.stderr[-3000:]   # each rank checks before any work; torchrun stops the others once one has failed, so on a
+                                    # loaded machine a slower rank may be stopped before it prints
     assert not (tmp_path / 'run' / 'model.safetensors').exists()
     r = cli(3, '--out', tmp_path / 'run', '--batch-size', 96, '--steps', 3)  # a batch that splits: the same job runs
     assert r.returncode == 0, r.stderr[-3000:]
