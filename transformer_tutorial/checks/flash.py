@@ -53,27 +53,18 @@ def check_online_softmax(fn: Callable) -> None:
         if msg is None and _close(out, x.softmax(0), atol=1e-6): msg = "the softmax runs over the first axis: take it over the last"
         if msg is None and _close(out.sum(-1), torch.ones(x.shape[:-1]), atol=1e-5): msg = "each row sums to 1 but the values are off"
         _fail(name, f"{msg or 'wrong values'} (x {tuple(x.shape)}, block {block}; max error {_maxerr(out, x.softmax(-1)):.3g})")
-    big = x + 1000                                                        # exp(1000) overflows any float
-    out = _call(name, fn, big, 3)
-    if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
-        _fail(name, "NaN or inf for inputs near 1000: exp(1000) overflows; subtract the running maximum before exp, that is what it is for")
-    if not _close(out, big.softmax(-1), atol=1e-6): _fail(name, f"wrong for inputs near 1000 (max error {_maxerr(out, big.softmax(-1)):.3g})")
-    n += 1
     masked = x.masked_fill(torch.arange(10) % 4 == 1, -math.inf)          # masked entries, and a first block whose maximum is finite
     masked[0, :3] = -math.inf                                             # a row whose whole first block is masked
-    out = _call(name, fn, masked, 3)
-    if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
-        _fail(name, "NaN for a row whose first block is all -inf (masked): exp(m_old - m_new) with both -inf is exp(nan); "
-                    "where the new maximum is -inf, rescale by 0 or replace it by 0 before subtracting")
-    if not _close(out, masked.softmax(-1), atol=1e-6): _fail(name, f"wrong where entries are -inf (max error {_maxerr(out, masked.softmax(-1)):.3g})")
-    n += 1
-    low = x - 300                                                         # every entry far below 0: exp(x - 0) underflows to 0 in float32
-    out = _call(name, fn, low, 3)
-    if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
-        _fail(name, "NaN or inf for inputs near -300: the running maximum started at 0, not -inf, so exp(x - 0) underflows to 0 for every "
-                    "entry and the sum is 0; start it at -inf (torch.full(..., -math.inf)), which the first block's maximum replaces")
-    if not _close(out, low.softmax(-1), atol=1e-6): _fail(name, f"wrong for inputs near -300 (max error {_maxerr(out, low.softmax(-1)):.3g})")
-    n += 1
+    for inp, where, not_finite in [
+        (x + 1000, "for inputs near 1000", "exp(1000) overflows; subtract the running maximum before exp, that is what it is for"),
+        (masked, "where entries are -inf", "a row whose first block is all -inf (masked): exp(m_old - m_new) with both -inf is exp(nan); "
+                                           "where the new maximum is -inf, rescale by 0 or replace it by 0 before subtracting"),
+        (x - 300, "for inputs near -300", "the running maximum started at 0, not -inf, so exp(x - 0) underflows to 0 for every entry and the "
+                                          "sum is 0; start it at -inf (torch.full(..., -math.inf)), which the first block's maximum replaces")]:
+        out = _call(name, fn, inp, 3)
+        if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()): _fail(name, f"NaN or inf {where}: {not_finite}")
+        if not _close(out, inp.softmax(-1), atol=1e-6): _fail(name, f"wrong {where} (max error {_maxerr(out, inp.softmax(-1)):.3g})")
+        n += 1
     x64 = x.double()
     out = _call(name, fn, x64, 3)
     if not isinstance(out, torch.Tensor) or out.dtype != torch.float64:
