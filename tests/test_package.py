@@ -145,3 +145,47 @@ def test_the_triton_chapter_says_what_to_install_when_triton_is_missing():
             "except ImportError as e: print(e)")
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "transformer_tutorial.flash_triton needs Triton: pip install triton (or pip install 'transformer_tutorial[triton]')"
+
+
+class _StartedCuda:
+    "A stand-in for one started CUDA device where there is none: its generator's state, and every seed asked of it."
+    def __init__(self, monkeypatch):
+        import torch
+        self.state, self.seeds = torch.tensor([7], dtype=torch.uint8), []
+        for name, value in [('is_initialized', lambda: True), ('device_count', lambda: 1),
+                            ('get_rng_state', lambda device='cuda': self.state.clone()),
+                            ('set_rng_state', lambda state, device='cuda': setattr(self, 'state', state)),
+                            ('manual_seed_all', self.seeds.append), ('manual_seed', self.seeds.append)]:
+            monkeypatch.setattr(torch.cuda, name, value)
+
+
+def test_keep_rng_restores_a_started_cuda_generator_and_seeds_none(monkeypatch):
+    "A block that draws on the GPU (a check's dropout there) leaves the device's generator as it found it."
+    import torch
+    from transformer_tutorial.utils import keep_rng
+    cuda = _StartedCuda(monkeypatch)
+    with keep_rng(5):
+        cuda.state = torch.tensor([9], dtype=torch.uint8)   # what a draw on the device would do
+    assert cuda.state.tolist() == [7] and cuda.seeds == []
+
+
+def test_seeded_builders_and_checks_keep_every_generator(monkeypatch):
+    "make_model, position_model and the checks seed the CPU's generator alone (torch.manual_seed would reseed every CUDA "
+    "device for good) and give the caller's CPU stream back."
+    import torch
+    from transformer_tutorial import checks
+    from transformer_tutorial.copy_task import CopyTask
+    from transformer_tutorial.positions import position_model
+    from transformer_tutorial.layer_norm import LayerNorm
+    cuda = _StartedCuda(monkeypatch)
+    torch.manual_seed(123); expected = torch.rand(3)
+    torch.manual_seed(123)
+    cuda.seeds.clear()                                    # the test's own seeding above
+    CopyTask().make_model(seed=1)
+    position_model('rope', seed=1)
+    checks.check_layer_norm(LayerNorm)
+    for check in [checks.check_train_step, checks.check_train_loop, checks.check_cached_self_attention, checks.check_gpt_forward]:
+        with pytest.raises(AssertionError):
+            check(lambda *args, **kwargs: 0.0)           # wrong, but built and seeded on the way to saying so
+    assert cuda.seeds == [] and cuda.state.tolist() == [7]
+    assert torch.equal(torch.rand(3), expected)

@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from .attention import _check_attention_inputs, _masked_softmax
 from .validation import _check_positive_int, _check_broadcast, _check_mask
+from .utils import keep_rng
+from .utils import keep_rng
 from .multi_head import MultiHeadAttention, split_heads, merge_heads, repeat_kv, _check_inputs
 from .embeddings import Embeddings
 from .positional import PositionalEncoding
@@ -199,8 +201,7 @@ class PositionLM(nn.Module):
 
 def position_model(scheme: str, seed: int = 0, num_symbols: int = 32, **sizes) -> nn.Module:
     "A `PositionLM` for `num_symbols` data tokens (+ PAD, START, END), initialized from `seed` without touching the global RNG."
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with keep_rng(seed):
         return PositionLM(num_symbols + 3, scheme, **sizes)
 
 # %% ../nbs/09b_positions.ipynb #07647310

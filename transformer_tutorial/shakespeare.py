@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from .validation import _check_positive_int
+from .utils import keep_rng
+from .utils import keep_rng
 from .training import Task, LMBatch
 
 # %% ../nbs/16_shakespeare.ipynb #628722fd
@@ -229,8 +231,7 @@ class ShakespeareTask(Task):
     def make_model(self, seed: int = 0, d_model: int = 128, num_heads: int = 4, num_layers: int = 4, d_ff: int = 512) -> nn.Module:
         "A dropout-free `GPT` (chapter 17) reading `context` tokens, with the task's `block` choices, initialized from `seed` without touching the global RNG."
         from transformer_tutorial.gpt import GPT
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with keep_rng(seed):
             return GPT(len(self.vocab), self.context, d_model, num_heads, num_layers, d_ff, **self.block)
 
     @torch.no_grad()

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from .masks import padding_mask, target_mask
+from .utils import keep_rng
 from .multi_head import MultiHeadAttention
 from .model import Transformer
 
@@ -138,8 +139,7 @@ class Task(ABC):
 
     def make_model(self, seed: int = 0, d_model: int = 64, num_heads: int = 4, num_layers: int = 1, d_ff: int = 128) -> nn.Module:
         "A dropout-free model sized for the task, initialized from `seed` without touching the global RNG: here the encoder-decoder `Transformer`."
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with keep_rng(seed):
             return Transformer(self.src_vocab_size, self.tgt_vocab_size, d_model=d_model, num_heads=num_heads, num_layers=num_layers,
                                d_ff=d_ff, dropout=0.0, max_len=max(64, self.max_src_len, self.max_tgt_len))
 

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['VEGA_VERSIONS', 'heatmap', 'heatmap_grid', 'draw_architecture', 'plot_positional_encoding',
            'positional_encoding_explorer', 'show_chart', 'positional_encoding_explorer_chart', 'mask_explorer_chart',
-           'attention_explorer_chart', 'atomic_write']
+           'attention_explorer_chart', 'atomic_write', 'keep_rng']
 
 # %% ../nbs/90_utils.ipynb #51c7c379
 from typing import IO, Iterator, Optional, Sequence, Union
@@ -304,3 +304,19 @@ def atomic_write(path: Union[str, os.PathLike], mode: str = 'w', encoding: Optio
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp): os.remove(tmp)
+
+# %% ../nbs/90_utils.ipynb #62863222
+import torch
+
+@contextmanager
+def keep_rng(seed: Optional[int] = None) -> Iterator[None]:
+    "Run the block with the CPU generator seeded from `seed` (when given); afterwards every generator it could draw from (the CPU's, each started CUDA device's, MPS's) is as before."
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    mps = torch.backends.mps.is_available()
+    mps_state = torch.mps.get_rng_state() if mps else None
+    try:
+        with torch.random.fork_rng(devices=cuda, device_type='cuda'):
+            if seed is not None: torch.random.default_generator.manual_seed(seed)   # not torch.manual_seed: it reseeds CUDA and MPS too
+            yield
+    finally:
+        if mps: torch.mps.set_rng_state(mps_state)

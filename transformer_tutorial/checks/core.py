@@ -9,6 +9,7 @@ __all__ = ['show_failure']
 from typing import Callable
 import builtins, functools, numbers, sys
 import torch
+from ..utils import keep_rng
 
 # %% ../../nbs/13_checks.ipynb #5bc4a3e1
 def _randn(*shape, seed=0):
@@ -97,7 +98,7 @@ def _same_device(name, res, device, what):
 def _build(name, cls, *args):
     "Construct the student's module without touching the global random state; an exception names the call."
     try:
-        with torch.random.fork_rng(devices=[]): return cls(*args).eval()
+        with keep_rng(): return cls(*args).eval()
     except Exception as e:
         hint = _RUN_FROM_TOP if isinstance(e, NameError) else ''
         raise AssertionError(f"{name}: constructing it as cls{args} raised {type(e).__name__}: {e}{hint}") from e
@@ -143,7 +144,7 @@ def _keeps_rng(check):
     @functools.wraps(check)
     def wrapper(impl):
         untouched(check.__name__)
-        with torch.random.fork_rng(devices=[]): return check(impl)
+        with keep_rng(): return check(impl)
     return wrapper
 
 def _passed(name, n):

@@ -11,6 +11,8 @@ import math
 import torch
 import torch.nn.functional as F
 from .core import _randn, _fail, _shape, _close, _maxerr, _call, _try, _hinted, _diagnose, _passed, _keeps_rng, _real
+from ..utils import keep_rng
+from ..utils import keep_rng
 from ..multi_head import MultiHeadAttention, split_heads
 from ..masks import padding_mask, causal_mask
 from ..model import Transformer
@@ -19,8 +21,7 @@ from ..decoding import KVCache, decode_step, length_penalty
 # %% ../../nbs/13f_decoding_checks.ipynb #177da351
 def _attention_inputs(dtype=torch.float32, B=2, L=5, d_model=16, H=4, seed=110):
     "A seeded dropout-free MultiHeadAttention and a sequence x (B, L, d_model) for it."
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with keep_rng(seed):
         mha = MultiHeadAttention(d_model, H).eval().to(dtype)
     return mha, _randn(B, L, d_model, seed=seed + 1).to(dtype)
 
@@ -103,8 +104,7 @@ def check_cached_self_attention(fn: Callable) -> None:
 # %% ../../nbs/13f_decoding_checks.ipynb #38f30a51
 def _tiny_model(dtype=torch.float32, seed=118, V=13, num_layers=2):
     "A seeded dropout-free encoder-decoder small enough to decode in milliseconds."
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with keep_rng(seed):
         return Transformer(V, V, d_model=16, num_heads=2, num_layers=num_layers, d_ff=32, dropout=0.0, max_len=40).eval().to(dtype)
 
 @torch.no_grad()

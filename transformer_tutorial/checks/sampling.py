@@ -15,7 +15,7 @@ from .core import _randn, _fail, _close, _maxerr, _call, _try, _diagnose, _keeps
 def _gpt(seed=0, dtype=torch.float32, max_len=8):
     "A small course GPT (GPT-2's block, learned positions) whose norms are not the identity, so that a missing one shows."
     from transformer_tutorial.gpt import GPT
-    torch.manual_seed(seed)                                              # inside the check's fork_rng: the caller's RNG is kept
+    torch.random.default_generator.manual_seed(seed)                     # inside the check's keep_rng: the caller's RNG is kept
     model = GPT(13, max_len, d_model=16, num_heads=2, num_layers=2, d_ff=32).to(dtype).eval()
     with torch.no_grad():
         for m in model.modules():

@@ -11,6 +11,8 @@ import math, warnings
 import torch
 import torch.nn.functional as F
 from .core import _randn, _fail, _close, _maxerr, _call, _try, _diagnose, _passed, _keeps_rng, _real, _RUN_FROM_TOP
+from ..utils import keep_rng
+from ..utils import keep_rng
 from ..training import START, END, make_batch, warmup_inverse_sqrt
 from ..model import Transformer
 
@@ -194,8 +196,7 @@ _V = 12                                                                  # PAD, 
 
 def _tiny_model(dropout, seed=0):
     "A small `Transformer` (d_model 16, one layer of each), the same weights for every run of one seed; built in eval mode, as after an evaluation."
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with keep_rng(seed):
         return Transformer(_V, _V, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=dropout, max_len=16).eval()
 
 def _copy_batch(seed, pad_id, B=4, L=6):
@@ -237,7 +238,7 @@ def _steps(step, calls, pad_id, clip, dropout=0.1):
     out = []
     for batch_seed, seed in calls:
         batch = _copy_batch(batch_seed, pad_id)
-        torch.manual_seed(seed)                                          # the same dropout for every version
+        torch.random.default_generator.manual_seed(seed)                 # the same dropout for every version (the CPU's generator alone)
         with torch.enable_grad(): out.append(step(model, batch, opt, pad_id, clip))
     return out, model, before
 
@@ -344,7 +345,7 @@ def _loop(loop, steps, pad_id, clip):
     def next_batch():
         log.append(('batch',))
         return _copy_batch(next(seeds), pad_id)
-    torch.manual_seed(4)
+    torch.random.default_generator.manual_seed(4)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')                                  # LambdaLR warns when it is stepped before the optimizer
         with torch.enable_grad(): out = loop(model, next_batch, steps, opt, sched, pad_id, clip)
