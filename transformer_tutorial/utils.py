@@ -305,7 +305,7 @@ def atomic_write(path: Union[str, os.PathLike], mode: str = 'w', encoding: Optio
     finally:
         if os.path.exists(tmp): os.remove(tmp)
 
-# %% ../nbs/90_utils.ipynb #62863222
+# %% ../nbs/90_utils.ipynb #97d2b885
 import torch
 
 @contextmanager
