@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/shakespeare.py [--part cli hf generate] [--steps 1400] [--device cpu]
        python benchmarks/shakespeare.py --part blocks        # the command's run with GPT-2's block and with its own
+       python benchmarks/shakespeare.py --part schedules     # the command's run with its schedule and with a cosine
        python benchmarks/shakespeare.py --part budget --device cuda [--seconds 180]
        python benchmarks/shakespeare.py --part pace          # the budget part's model: seconds per step here
 
@@ -10,6 +11,10 @@ Usage: python benchmarks/shakespeare.py [--part cli hf generate] [--steps 1400] 
 - blocks: the command's run (`train --task shakespeare`: its tokens, sizes and recipe) in this process, twice: with
   GPT-2's block (chapter 17, feed-forward 512 wide) and with the command's `SHAKESPEARE_BLOCK` (chapter 17c's Llama
   block, tied, 344 wide: about as many parameters); each timed from the call to its end and scored as `cli` scores.
+- schedules: the command's run (`train --task shakespeare`) in this process, twice: with its own schedule (warmup, then
+  the inverse square root with a cooldown over the last 40 % to 5 %, chapter 10) and with warmup then a cosine to 10 % of
+  the peak at the last step (GPT-3's, Llama's and nanoGPT's shape, chapter 10's `warmup_cosine`); the same steps, seed
+  and batches; each timed from the call to its end and scored as `cli` scores.
 - hf: the course's GPT and a `transformers` GPT2LMHeadModel of the same size, starting from the same weights (the course's
   copied from GPT-2's by `from_gpt2`), trained on the same batches with the same optimizer, schedule and clipping by the
   course's `train_step`, one step of each in turn; step times and validation losses side by side.
@@ -79,6 +84,28 @@ def blocks(a):
         counted = counted if counted is not None else count_model_loss(task)
         print(f"| {name} | {sum(p.numel() for p in model.parameters()):,} | {wall:.1f} s | {nats:.4f} | "
               f"{abs(counted - nats):.3f} {'better' if nats < counted else 'worse'} |", flush=True)
+
+
+def schedules(a):
+    "The command's run in this process with its own schedule, then with a cosine to 10 % of the peak: the fair score of each."
+    from transformer_tutorial import cli as tt
+    from transformer_tutorial.model_files import read_config
+    make, options = tt.TASKS['shakespeare']
+    counted = None
+    print("| schedule after 100 warmup steps | steps | wall time | nats per character | against the count model |\n|---|---|---|---|---|", flush=True)
+    for name, change in (("inverse square root, cooldown over the last 40 % to 5 % (the command's)", {}),
+                         ('cosine to 10 % of the peak at the last step', {'schedule': 'cosine', 'lr_floor': 0.1})):
+        tt.TASKS['shakespeare'] = (make, {**options, **change})
+        out = os.path.join(tempfile.mkdtemp(), 'run')
+        try:
+            t = time.perf_counter()
+            with contextlib.redirect_stdout(open(os.devnull, 'w')): tt.main(['train', '--task', 'shakespeare', '--out', out])
+            wall = time.perf_counter() - t
+        finally: tt.TASKS['shakespeare'] = (make, options)
+        task, model = tt.task_from_config(read_config(out)['task']), from_pretrained(out)
+        nats = task.evaluate(model, n=None)['bits_per_char'] * math.log(2)
+        counted = counted if counted is not None else count_model_loss(task)
+        print(f"| {name} | {options['steps']} | {wall:.1f} s | {nats:.4f} | {abs(counted - nats):.3f} {'better' if nats < counted else 'worse'} |", flush=True)
 
 
 def count_model_loss(task=None):
@@ -242,7 +269,7 @@ def budget(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--part', nargs='+', default=['cli', 'hf', 'generate'], choices=['cli', 'blocks', 'hf', 'generate', 'budget', 'pace'])
+    ap.add_argument('--part', nargs='+', default=['cli', 'hf', 'generate'], choices=['cli', 'blocks', 'schedules', 'hf', 'generate', 'budget', 'pace'])
     ap.add_argument('--seconds', type=float, default=180, help='the budget part: seconds of training')
     ap.add_argument('--d-model', type=int, default=384); ap.add_argument('--layers', type=int, default=6); ap.add_argument('--heads', type=int, default=6)
     ap.add_argument('--steps', type=int, default=None, help='training steps (default: the CLI recipe, 1400)')
@@ -250,7 +277,7 @@ def main():
     a = ap.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {a.device}"
           + (f" ({torch.cuda.get_device_name()})" if a.device.startswith('cuda') else ''), flush=True)
-    for part in a.part: {'cli': cli, 'blocks': blocks, 'hf': side_by_side, 'generate': generation, 'budget': budget, 'pace': pace}[part](a)
+    for part in a.part: {'cli': cli, 'blocks': blocks, 'schedules': schedules, 'hf': side_by_side, 'generate': generation, 'budget': budget, 'pace': pace}[part](a)
     return 0
 
 

@@ -95,3 +95,49 @@ def test_record_attention():
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
 
 
+
+
+# CS336 (Stanford, spring 2025), assignment 1, `test_get_lr_cosine_schedule`: max 1, min 0.1, 7 warmup iterations,
+# a cycle of 21; the expected learning rates for iterations 0 to 24, written out here from the published test.
+CS336_COSINE = [0, 0.14285714285714285, 0.2857142857142857, 0.42857142857142855, 0.5714285714285714, 0.7142857142857143,
+                0.8571428571428571, 1.0, 0.9887175604818206, 0.9554359905560885, 0.9018241671106134, 0.8305704108364301,
+                0.7452476826029011, 0.6501344202803414, 0.55, 0.44986557971965857, 0.3547523173970989, 0.26942958916356996,
+                0.19817583288938662, 0.14456400944391146, 0.11128243951817937, 0.1, 0.1, 0.1, 0.1]
+
+
+def test_cosine_schedule_passes_cs336s_test():
+    "CS336 numbers the iteration whose lr is 0 as 0; the course's step 0 is the first update (chapter 10), one later."
+    from transformer_tutorial.training import warmup_cosine
+    def get_lr_cosine_schedule(it, max_learning_rate, min_learning_rate, warmup_iters, cosine_cycle_iters):
+        return max_learning_rate * warmup_cosine(warmup_iters, cosine_cycle_iters, min_learning_rate / max_learning_rate)(it - 1)
+    got = [get_lr_cosine_schedule(it, 1, 0.1, 7, 21) for it in range(25)]
+    torch.testing.assert_close(torch.tensor(got, dtype=torch.float64), torch.tensor(CS336_COSINE, dtype=torch.float64), rtol=0, atol=1e-12)
+
+
+def test_cosine_schedule_through_make_optimizer_and_its_errors():
+    from transformer_tutorial.training import warmup_cosine
+    opt, sched = make_optimizer(nn.Linear(2, 2), lr=1e-2, warmup=4, total=12, floor=0.2, schedule='cosine')
+    lrs = []
+    for _ in range(16): lrs.append(opt.param_groups[0]['lr']); opt.step(); sched.step()
+    assert lrs[:4] == pytest.approx([2.5e-3, 5e-3, 7.5e-3, 1e-2]) and lrs[3] == max(lrs)
+    assert all(a > b for a, b in zip(lrs[3:11], lrs[4:12])) and lrs[11:] == pytest.approx([2e-3] * 5)
+    assert lrs[7] == pytest.approx(2e-3 + 8e-3 * 0.5 * (1 + math.cos(math.pi * 4 / 8)))
+    for kwargs, message in [(dict(warmup=0, total=10), 'warmup must be'), (dict(warmup=2.5, total=10), 'warmup must be'),
+                            (dict(warmup=10, total=5), r'total must be .* at least the warmup \(10\)'),
+                            (dict(warmup=2, total=10, floor=1.0), r'floor must be in \[0, 1\)')]:
+        with pytest.raises(ValueError, match=message): warmup_cosine(**kwargs)
+    with pytest.raises(ValueError, match="schedule must be one of 'inverse_sqrt', 'cosine', got 'cos'"):
+        make_optimizer(nn.Linear(2, 2), lr=1e-2, warmup=4, total=12, schedule='cos')
+    with pytest.raises(ValueError, match='cooldown is for the inverse-sqrt schedule'):
+        make_optimizer(nn.Linear(2, 2), lr=1e-2, warmup=4, total=12, cooldown=0.4, schedule='cosine')
+
+
+def test_train_task_with_the_cosine_schedule_resumes_with_it(tmp_path):
+    "The schedule is part of the run a checkpoint records: a resumed cosine run goes on with the same learning rates."
+    from transformer_tutorial.copy_task import train_task
+    kw = dict(eval_every=6, n_eval=10, progress=False, device='cpu', schedule='cosine', warmup=3, schedule_steps=10, lr_floor=0.1)
+    _, whole, _ = train_task('copy', steps=24, **kw)
+    train_task('copy', steps=12, checkpoint=tmp_path / 'run', **kw)
+    _, resumed, _ = train_task('copy', steps=24, resume=tmp_path / 'run', **{**kw, 'schedule': 'inverse_sqrt'})
+    assert resumed['lr'] == whole['lr']
+    assert max(whole['lr']) == whole['lr'][2] == pytest.approx(1e-2) and whole['lr'][9:] == pytest.approx([1e-3] * 15)

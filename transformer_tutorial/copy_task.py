@@ -169,14 +169,14 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
                eval_every: int = 100, n_eval: int = 1000, causal: bool = True, progress: bool = True, checkpoint=None, resume=None,
                log: Optional[Callable[[str], None]] = None, parallel: Optional[OneProcess] = None,
                compile: bool = False, graphs: Optional[bool] = None, mixed_precision: bool = True,
-               log_every: Optional[int] = None) -> Tuple[nn.Module, dict, dict]:
-    "Train the model of 'copy', 'reverse' or any `Task` (its `make_model`) until the task is solved (100% held-out exact match by default) or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from, `parallel`: where it runs (`OneProcess()`), `compile`: train through `torch.compile` (chapter 20's `compile_model`: where compiling is not available, a warning and the plain model); `graphs`: record the training step's forward and backward as CUDA graphs (chapter 20's `graph_model`; None: on a CUDA GPU for a task whose batches have fixed shapes, in one process, not compiled); `mixed_precision`: False trains in float32 on a GPU too; `log_every`: also `log` the training loss every that many steps (for a log file, where no progress bar shows)."
+               log_every: Optional[int] = None, schedule: str = 'inverse_sqrt') -> Tuple[nn.Module, dict, dict]:
+    "Train the model of 'copy', 'reverse' or any `Task` (its `make_model`) until the task is solved (100% held-out exact match by default) or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from, `parallel`: where it runs (`OneProcess()`), `compile`: train through `torch.compile` (chapter 20's `compile_model`: where compiling is not available, a warning and the plain model); `graphs`: record the training step's forward and backward as CUDA graphs (chapter 20's `graph_model`; None: on a CUDA GPU for a task whose batches have fixed shapes, in one process, not compiled); `mixed_precision`: False trains in float32 on a GPU too; `log_every`: also `log` the training loss every that many steps (for a log file, where no progress bar shows); `schedule`: the learning rate's shape after warmup, 'inverse_sqrt' (with `cooldown` to `lr_floor`) or 'cosine' (to `lr_floor` at `schedule_steps`), chapter 10."
     task, parallel = as_task(task), parallel or OneProcess()
     steps = 1500 if steps is None else steps
     _check_positive_int('steps', steps); _check_positive_int('eval_every', eval_every)
     if log_every is not None: _check_positive_int('log_every', log_every)
     run = {'seed': seed, 'batch_size': batch_size, 'lr': lr, 'warmup': warmup, 'horizon': min(schedule_steps, steps),
-           'cooldown': cooldown, 'lr_floor': lr_floor, 'label_smoothing': label_smoothing}  # the lr schedule ends at `horizon`, then stays at its floor
+           'cooldown': cooldown, 'lr_floor': lr_floor, 'label_smoothing': label_smoothing, 'schedule': schedule}  # the lr schedule ends at `horizon`, then stays at its floor
     if resume is not None:
         model, state = load_checkpoint(resume)
         run = state.get('run') or run            # the batch and schedule of the run being continued
@@ -185,8 +185,9 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
     log = log if parallel.is_main else None
     if resume is None: model = task_model(task, seed, d_model, num_heads, num_layers, d_ff)
     model.to(device)
+    shape = run.get('schedule', 'inverse_sqrt')  # a run saved before there was a choice had the inverse square root
     opt, sched = make_optimizer(model, run['lr'], min(run['warmup'], run['horizon']), total=run['horizon'],
-                                cooldown=run['cooldown'], floor=run['lr_floor'])
+                                cooldown=run['cooldown'] if shape == 'inverse_sqrt' else 0.0, floor=run['lr_floor'], schedule=shape)
     next_batch = parallel.batches(task, run['batch_size'], run['seed'])
     if not causal: next_batch = _no_future_mask(next_batch)
     history = {'loss': [], 'accuracy': [], 'lr': [], 'eval_step': []}  # and a list per held-out metric (`_record`)

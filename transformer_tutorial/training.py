@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['PAD', 'START', 'END', 'select_device', 'shift_right', 'Batch', 'make_batch', 'LMBatch', 'Task', 'sequence_loss',
-           'warmup_inverse_sqrt', 'make_optimizer', 'clip_and_step', 'train_step', 'train', 'record_attention']
+           'warmup_inverse_sqrt', 'warmup_cosine', 'make_optimizer', 'clip_and_step', 'train_step', 'train',
+           'record_attention']
 
 # %% ../nbs/10_training.ipynb #e3c5528c
 import math, weakref
@@ -176,11 +177,31 @@ def warmup_inverse_sqrt(warmup: int, total: Optional[int] = None, cooldown: floa
         return f
     return factor
 
+# %% ../nbs/10_training.ipynb #58293e5a
+def warmup_cosine(warmup: int, total: int, floor: float = 0.1) -> Callable[[int], float]:
+    "LR factor: linear warmup to 1 at step `warmup`, then half a cosine down to `floor` at step `total`, where it stays."
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
+        raise ValueError(f"warmup must be a whole number of steps, at least 1, got {warmup!r}")
+    if isinstance(total, bool) or not isinstance(total, int) or total < warmup:
+        raise ValueError(f"total must be a whole number of steps, at least the warmup ({warmup}), got {total!r}")
+    if not 0 <= floor < 1: raise ValueError(f"floor must be in [0, 1), got {floor}")
+    def factor(step):
+        s = step + 1                                          # LambdaLR calls with 0 before the first step
+        if s <= warmup: return s / warmup
+        progress = min(1.0, (s - warmup) / max(1, total - warmup))  # 0 at the peak, 1 at `total` and after
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+    return factor
+
+_SCHEDULES = ('inverse_sqrt', 'cosine')
+
 def make_optimizer(model: nn.Module, lr: float, warmup: int, weight_decay: float = 0.0, total: Optional[int] = None, cooldown: float = 0.0,
-                   floor: float = 0.0) -> Tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    "AdamW with the paper's betas and eps, and the warmup/inverse-sqrt schedule (see `warmup_inverse_sqrt`) as a `LambdaLR`."
+                   floor: float = 0.0, schedule: str = 'inverse_sqrt') -> Tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    "AdamW with the paper's betas and eps, and a `LambdaLR` schedule: 'inverse_sqrt' (`warmup_inverse_sqrt`) or 'cosine' (`warmup_cosine` to `floor` at `total`)."
+    if schedule not in _SCHEDULES: raise ValueError(f"schedule must be one of {', '.join(map(repr, _SCHEDULES))}, got {schedule!r}")
+    if schedule == 'cosine' and cooldown: raise ValueError("cooldown is for the inverse-sqrt schedule; the cosine ends at `floor` by itself")
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=weight_decay)
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_inverse_sqrt(warmup, total, cooldown, floor))
+    f = warmup_cosine(warmup, total, floor) if schedule == 'cosine' else warmup_inverse_sqrt(warmup, total, cooldown, floor)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, f)
 
 # %% ../nbs/10_training.ipynb #520e59d2
 def _native_bf16(device):

@@ -32,12 +32,14 @@ def _shape(t):
     return tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
 
 def _close(a, b, atol=1e-5, rtol=1e-4):
-    "True when `a` is a tensor of `b`'s shape with the same values (NaN never matches)."
-    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-            and torch.allclose(a.detach().float(), b.detach().float(), atol=atol, rtol=rtol))
+    "True when `a` is a tensor of `b`'s shape with the same values (NaN never matches); float64 against float64 is compared in float64, to float64's precision."
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape): return False
+    if a.dtype == b.dtype == torch.float64:   # float32 agreement would let a float64 answer computed in float32 through
+        return torch.allclose(a.detach(), b.detach(), atol=min(atol, 1e-10), rtol=min(rtol, 1e-8))
+    return torch.allclose(a.detach().float(), b.detach().float(), atol=atol, rtol=rtol)
 
 def _maxerr(a, b):
-    return (a.detach().float() - b.detach().float()).abs().max().item()
+    return (a.detach().double() - b.detach().double()).abs().max().item()
 
 def _real(name, out, what, noun):
     "The student's `noun` as a float: a real number, Python's or NumPy's, or a one-element tensor; anything else, or an int too large for a float, fails in one sentence."
