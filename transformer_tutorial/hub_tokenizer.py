@@ -306,10 +306,9 @@ class HubTokenizer(_HubBPE):
         except _SIGNATURE_ERRORS as e: raise ValueError(f"{where}: a normalizer, pre-tokenizer, decoder or post-processor lacks a field or has one of the wrong kind ({type(e).__name__}: {e})") from None
         super().__init__(spec['model'], byte_level, where)
         self.config = dict(config or {})
-        added = spec.get('added_tokens') or []
+        added, self.added = spec.get('added_tokens') or [], {}
         new = sum(1 for t in added if t.get('content') not in self.token_ids)
         size = len(self.token_ids) + new
-        self.added = {}
         for t in added:                                                    # ids of their own past the model's, or the model's own
             c, i = t.get('content'), t.get('id')
             if not isinstance(c, str) or not c: raise ValueError(f"{where}: an added token's content must be a non-empty string, got {c!r}")
@@ -322,11 +321,10 @@ class HubTokenizer(_HubBPE):
         self.special_tokens = {t['content']: i for i, t in self.added.items() if t.get('special')}
         self.id_to_token = {**self.tokens, **{i: t['content'] for i, t in self.added.items()}}
         self.vocab = {i: self._token_bytes(t) for i, t in self.id_to_token.items()}   # what each token stands for, to count and show
-        self.pattern, self._added_res = None, {}
-        # a line's first letter after a line that ends in a non-space begins a piece for the open models' byte-level patterns,
-        # and no step reads across it unless one prepends a space: encode_iterable cuts there
+        self._added_res = {}
+        # encode_iterable may cut before a line's first letter when every step works piece by piece and none prepends a space
         self._line_cuts = (byte_level and all(n.get('type') in ('NFC', 'NFD', 'NFKC', 'NFKD', 'Lowercase') for n in _steps(spec.get('normalizer'), 'normalizers'))
-                           and not any(p.get('add_prefix_space') or p.get('type') == 'Metaspace' for p in _steps(spec.get('pre_tokenizer'), 'pretokenizers')))
+                           and not any(p.get('add_prefix_space') for p in _steps(spec.get('pre_tokenizer'), 'pretokenizers')))
 
     def _normalized(self, text: str) -> str:
         for f in self.normalize: text = f(text)
