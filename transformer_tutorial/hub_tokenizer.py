@@ -33,19 +33,14 @@ def _pattern(p, where: str) -> str:
 
 def _split(text: str, matches, behavior: str) -> List[str]:
     "`text` cut at the spans `matches` as the `tokenizers` library's five split behaviours cut it."
-    pieces, last, glue = [], 0, False
+    pieces, last, glue = [], 0, False                                    # glue: the last piece is a match (Contiguous joins the next)
     for s, e in matches:
         if s == e: continue                                               # an empty match cuts nothing
         gap, hit = text[last:s], text[s:e]
-        if behavior == 'Isolated': pieces += [gap, hit]
-        elif behavior == 'Removed': pieces.append(gap)
-        elif behavior == 'MergedWithPrevious': pieces.append(gap + hit)
-        elif behavior == 'MergedWithNext': pieces.append(gap); last = s; continue
-        elif behavior == 'Contiguous':
-            if glue and not gap: pieces[-1] += hit
-            else: pieces += [gap, hit]
-            glue = True; last = e; continue
-        last = e
+        if behavior == 'MergedWithNext': pieces.append(gap); last = s; continue
+        if behavior == 'Contiguous' and glue and not gap: pieces[-1] += hit
+        else: pieces += {'Isolated': [gap, hit], 'Removed': [gap], 'MergedWithPrevious': [gap + hit], 'Contiguous': [gap, hit]}[behavior]
+        glue, last = True, e
     pieces.append(text[last:])
     return [p for p in pieces if p]
 
@@ -443,16 +438,12 @@ def _hub_environment():
     "A Jinja environment set up as transformers sets up its own for chat templates: sandboxed, trim_blocks, lstrip_blocks, loop controls, its tojson, raise_exception and strftime_now, and `{% generation %}` blocks."
     try: import jinja2, jinja2.ext, jinja2.sandbox
     except ImportError: raise ImportError("chat templates need jinja2 (pip install jinja2)") from None
-
-    class Generation(jinja2.ext.Extension):
-        "`{% generation %}...{% endgeneration %}` marks the assistant's text for training masks; here it renders its body."
+    class Generation(jinja2.ext.Extension):                               # {% generation %} marks the assistant's text for masks: its body
         tags = {'generation'}
         def parse(self, parser):
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(['name:endgeneration'], drop_needle=True)
+            lineno, body = next(parser.stream).lineno, parser.parse_statements(['name:endgeneration'], drop_needle=True)
             return jinja2.nodes.CallBlock(self.call_method('_body'), [], [], body).set_lineno(lineno)
         def _body(self, caller): return caller()
-
     def raise_exception(message): raise jinja2.exceptions.TemplateError(message)
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):     # not Jinja's own, which escapes HTML
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
