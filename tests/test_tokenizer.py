@@ -273,7 +273,7 @@ def test_read_gpt2_files_takes_paths_or_texts():
         assert tok.merges == gpt2_tokenizer().merges and tok.encode('Hello world<|endoftext|>') == [15496, 995, 50256]
 
 
-# CS336 (Stanford, spring 2025) assignment 1's tokenizer tests, written here from memory of the published tests/test_tokenizer.py
+# CS336 (Stanford, Language Modeling from Scratch) assignment 1's tokenizer tests, written here from memory of the published tests/test_tokenizer.py
 # (their fixtures cannot be downloaded here: the plays and texts written below stand in for address.txt, german.txt and
 # tinystories_sample.txt), run through the package: GPT-2's vocabulary and merges read from files, compared with tiktoken.
 
