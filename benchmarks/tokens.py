@@ -1,6 +1,6 @@
 """Chapter 16a's byte-pair encoding measured: training time against Hugging Face tokenizers, encoding speed against tiktoken, the memory of streaming a large file, and the Shakespeare GPT on characters and on subwords at equal wall time.
 
-Usage: python benchmarks/tokens.py [--part train encode stream gpt] [--seconds 150] [--sizes 0 512 1000 2000]   (0: characters)
+Usage: python benchmarks/tokens.py [--part train encode stream formats gpt] [--seconds 150] [--sizes 0 512 1000 2000]   (0: characters)
 
 - train: a 1,000-token vocabulary on the 4.4 MB of training plays, this course's trainer (pure Python) and tokenizers'
   BpeTrainer (Rust) with GPT-2's pre-tokenizer, median of 3 runs each, interleaved.
@@ -8,6 +8,10 @@ Usage: python benchmarks/tokens.py [--part train encode stream gpt] [--seconds 1
   pieces starts empty, and once more warm) against tiktoken's, median of 3; MB/s and the ratio.
 - stream: a 100 MB file (the training plays repeated) encoded with encode_iterable line by line: its wall time, then the
   peak of tracemalloc's traced memory in a second pass (tracing slows Python's allocations, so it is not timed).
+- formats: chapter 16b's reader of tokenizer.json against the `tokenizers` library (Rust) encoding the validation plays,
+  for GPT-2's published file and for each family's file of chapter 16c (4,000 tokens learned from the first 1 MB of the
+  training plays): the course's encoder with an empty cache and warm, tokenizers' `encode` of the same text, median of 3
+  interleaved; MB/s, the ratio, and the ids checked equal.
 - gpt: the chapter-17 model (4 blocks, d_model 128, 4 heads, d_ff 512, context 64 tokens, batch 32, lr 6e-3, the CLI's
   schedule fitted to the steps the time holds, measured on the first 20) trained for `--seconds` of wall time each on
   characters and on BPE tokens of each size (tokenizers trained on the training plays), in one process, one after
@@ -86,6 +90,31 @@ def stream_part(a):
           f"of pieces)", flush=True)
 
 
+def formats_part(a):
+    import json
+    from tokenizers import Tokenizer
+    from transformer_tutorial.hub_tokenizer import HubTokenizer
+    from transformer_tutorial.hub_families import FAMILIES, family_tokenizer_json, gpt2_tokenizer_json
+    plays, valid = load_shakespeare('train')[:1_000_000], load_shakespeare('valid')
+    mb = len(valid.encode('utf-8')) / 1e6
+    specs = {'gpt2 (published, 50,257)': gpt2_tokenizer_json()}
+    specs.update({f'{f} (4,000)': family_tokenizer_json(f, plays, 4000) for f in FAMILIES if f != 'gpt2'})
+    print(f"encoding the validation plays ({mb:.2f} MB), medians of 3:", flush=True)
+    print("| file | course, empty cache (MB/s) | course, warm (MB/s) | tokenizers (MB/s) | course / tokenizers, empty cache | warm |", flush=True)
+    print("|---|---|---|---|---|---|", flush=True)
+    for name, spec in specs.items():
+        ref = Tokenizer.from_str(json.dumps(spec))
+        cold, warm, theirs = [], [], []
+        for _ in range(3):
+            ours = HubTokenizer(spec)                                          # an empty cache of pieces
+            t = time.perf_counter(); ids = ours.encode(valid); cold.append(time.perf_counter() - t)
+            t = time.perf_counter(); ours.encode(valid); warm.append(time.perf_counter() - t)
+            t = time.perf_counter(); want = ref.encode(valid).ids; theirs.append(time.perf_counter() - t)
+        assert ids == want, name
+        c, w, r = (statistics.median(x) for x in (cold, warm, theirs))
+        print(f"| {name} | {mb / c:.2f} | {mb / w:.2f} | {mb / r:.2f} | {c / r:.1f}x | {w / r:.1f}x |", flush=True)
+
+
 def gpt_part(a):
     plays = load_shakespeare('train')
     runs = [('characters', None) if v == 0 else (f'BPE {v}', v) for v in a.sizes]
@@ -109,12 +138,12 @@ def gpt_part(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--part', nargs='+', default=['train', 'encode', 'stream'], choices=['train', 'encode', 'stream', 'gpt'])
+    ap.add_argument('--part', nargs='+', default=['train', 'encode', 'stream'], choices=['train', 'encode', 'stream', 'formats', 'gpt'])
     ap.add_argument('--seconds', type=float, default=150)
     ap.add_argument('--sizes', type=int, nargs='+', default=[0, 512, 1000, 2000], help='vocabulary sizes; 0: characters')
     a = ap.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
-    for part in a.part: {'train': train_part, 'encode': encode_part, 'stream': stream_part, 'gpt': gpt_part}[part](a)
+    for part in a.part: {'train': train_part, 'encode': encode_part, 'stream': stream_part, 'formats': formats_part, 'gpt': gpt_part}[part](a)
     return 0
 
 

@@ -1,4 +1,4 @@
-"Chapter 16a's byte-pair encoding: the trainer against the slow one and its tie rule, GPT-2's tokenizer id for id against tiktoken (offline, from the package's copies of OpenAI's files), round trips on random Unicode, streaming, files, subwords in the Shakespeare task and the command line, and the bad input it refuses."
+"Chapter 16a's byte-pair encoding: the trainer against the slow one and its tie rule, GPT-2's tokenizer id for id against tiktoken (offline, from the package's copies of OpenAI's files), round trips on random Unicode, streaming, files, subwords in the Shakespeare task and the command line, the bad input it refuses, overlapping special tokens and tiktoken's special-token rules, and CS336 assignment 1's tokenizer tests written from memory."
 import gzip, json, math
 from collections import Counter
 from importlib import resources
@@ -190,14 +190,16 @@ def test_gpt2_files_with_mistakes_are_refused_by_line():
     (lambda: BPETokenizer.train('abc', 255), ValueError, r'vocab_size must be at least 256 \(one token per byte\) \+ 0 special token\(s\) = 256, got 255'),
     (lambda: BPETokenizer.train('abc', 256, special_tokens=['<|e|>']), ValueError, r'at least 256 .* \+ 1 special token\(s\) = 257, got 256'),
     (lambda: BPETokenizer.train('abc', 300, special_tokens=['']), ValueError, "a special token must be a non-empty string, got ''"),
-    (lambda: BPETokenizer.train('abc', 300, special_tokens=['<a>', 'x<a>']), ValueError, r"special token '<a>' is inside special token 'x<a>'"),
+    (lambda: BPETokenizer.train('abc', 300, special_tokens=['<a>', '<a>']), ValueError, r"special tokens repeat: \['<a>', '<a>'\]"),
     (lambda: BPETokenizer.train(b'abc', 300), TypeError, 'text must be a str, got bytes'),
     (lambda: gpt2_tokenizer().encode(None), TypeError, 'text must be a str, got NoneType'),
     (lambda: gpt2_tokenizer().decode([50257]), ValueError, r'token id 50257 is not in the vocabulary of 50257 tokens \(ids 0 to 50256\)'),
     (lambda: BPETokenizer({i: bytes([i]) for i in range(256)}, [(97, 98, 300)]), ValueError, r'merge 0 \(97, 98\) -> 300 names id 300, which the vocabulary lacks'),
     (lambda: BPETokenizer({i: bytes([i]) for i in range(255)}, []), ValueError, 'the vocabulary lacks the single byte 255'),
     (lambda: train_bpe('hello world', 300, '<eot>'), TypeError, r"special tokens must be a list of strings, got the str '<eot>' \(write \['<eot>'\]\)"),
-    (lambda: BPETokenizer.train('x', 300, ['<|a|', '|a|>']), ValueError, r"special tokens '<\|a\|' and '\|a\|>' overlap: '<\|a\|' ends with '\|a\|', which begins '\|a\|>'"),
+    (lambda: gpt2_tokenizer().encode('x', allowed_special='none'), TypeError, r"allowed_special must be 'all' or a set of special tokens, got 'none'"),
+    (lambda: gpt2_tokenizer().encode('a<|endoftext|>', allowed_special=set(), disallowed_special='all'), ValueError,
+     r"the text holds the special token '<\|endoftext\|>', which disallowed_special forbids: pass allowed_special=\{'<\|endoftext\|>'\}"),
     (lambda: BPETokenizer.train('x', 300.0), TypeError, r"vocab_size must be an integer, got 300.0 \(float\)"),
     (lambda: train_bpe('x', True), TypeError, r"vocab_size must be an integer, got True \(bool\)"),
     (lambda: BPETokenizer(gpt2_tokenizer().vocab, gpt2_tokenizer().merges, ['<|endoftext|>']), TypeError, r"special_tokens must be a dict \{text: id\}"),
@@ -248,3 +250,117 @@ def test_gpt2_s_ids_from_the_course_s_tokenizer_give_transformers_logits():
     ours = from_gpt2(theirs)
     ids = torch.tensor([gpt2_tokenizer().encode("The Transformer is a model that reads, writes and translates.")])
     with torch.no_grad(): assert (ours(ids) - theirs(ids).logits).abs().max().item() < 1e-5
+
+
+def test_overlapping_special_tokens_take_the_leftmost_then_the_longest():
+    tok = BPETokenizer.train('a!b a!b', 270, ['<a>', 'x<a>', '<a>y', '<|a|', '|a|>'])
+    pieces = lambda t: [tok.decode([i]) for i in tok.encode(t)]
+    assert pieces('x<a>y<a>y<|a|>') == ['x<a>', 'y', '<a>y', '<|a|', '>']
+    for text in ('x<a>y<a>y<|a|>' * 30, '<a<a>x<a><|a|a|>'):
+        chunks = [text[k:k + 3] for k in range(0, len(text), 3)]
+        assert list(tok.encode_iterable(iter(chunks), buffer=4)) == tok.encode(text)
+
+
+def test_read_gpt2_files_takes_paths_or_texts():
+    folder = Path('/work/shared/data/gpt2_tokenizer')
+    if not folder.is_dir():
+        import tempfile
+        folder = Path(tempfile.mkdtemp())
+        for name in ('encoder.json', 'vocab.bpe'): (folder / name).write_bytes(gzip.decompress((DATA / f'gpt2_{name}.gz').read_bytes()))
+    for enc, bpe in ((folder / 'encoder.json', folder / 'vocab.bpe'), (str(folder / 'encoder.json'), str(folder / 'vocab.bpe')),
+                     ((folder / 'encoder.json').read_text(encoding='utf-8'), (folder / 'vocab.bpe').read_text(encoding='utf-8'))):
+        tok = read_gpt2_files(enc, bpe)
+        assert tok.merges == gpt2_tokenizer().merges and tok.encode('Hello world<|endoftext|>') == [15496, 995, 50256]
+
+
+# CS336 (Stanford, Language Modeling from Scratch) assignment 1's tokenizer tests, written here from memory of the published tests/test_tokenizer.py
+# (their fixtures cannot be downloaded here: the plays and texts written below stand in for address.txt, german.txt and
+# tinystories_sample.txt), run through the package: GPT-2's vocabulary and merges read from files, compared with tiktoken.
+
+def cs336_tokenizer(special_tokens=None):
+    "As CS336's get_tokenizer_from_vocab_merges_path: GPT-2's files, and each special token the vocabulary lacks added with a new id."
+    import tempfile
+    folder = Path(tempfile.mkdtemp())
+    for name in ('encoder.json', 'vocab.bpe'): (folder / name).write_bytes(gzip.decompress((DATA / f'gpt2_{name}.gz').read_bytes()))
+    base = read_gpt2_files(folder / 'encoder.json', folder / 'vocab.bpe', special_tokens=special_tokens or [])
+    vocab, specials = dict(base.vocab), dict(base.special_tokens)
+    for s in special_tokens or []:
+        if s not in specials: specials[s] = len(vocab); vocab[len(vocab)] = s.encode('utf-8')
+    return BPETokenizer(vocab, base.merges, specials)
+
+
+GERMAN = ("Die Würde des Menschen ist unantastbar. Sie zu achten und zu schützen ist Verpflichtung aller staatlichen Gewalt.\n"
+          "Über den Bergen, weit zu wandern, sagen die Leute, wohnt das Glück; größer als gedacht, schöner als geträumt.\n")
+CS336_TEXTS = ['', 's', '🙃', 'Hello, how are you?', 'Héllò hôw are ü? 🙃', GERMAN * 20]
+
+
+@pytest.mark.parametrize('text', CS336_TEXTS, ids=['empty', 'single character', 'single unicode character', 'ascii', 'unicode', 'german'])
+def test_cs336_roundtrip_and_matches_tiktoken(text, reference):
+    tok = cs336_tokenizer()
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text and ids == reference.encode(text)
+
+
+def test_cs336_address_and_tinystories_samples_roundtrip_and_match_tiktoken(reference):
+    tok = cs336_tokenizer(['<|endoftext|>'])
+    valid = load_shakespeare('valid')
+    address = valid[:3_000]                                                    # stands in for address.txt
+    stories = '<|endoftext|>\n'.join(valid[k:k + 800] for k in range(0, 40_000, 800))   # for tinystories_sample.txt
+    for text in (address, stories):
+        ids = tok.encode(text)
+        assert tok.decode(ids) == text and ids == reference.encode(text, allowed_special={'<|endoftext|>'})
+
+
+def test_cs336_unicode_string_with_special_tokens(reference):
+    tok = cs336_tokenizer(['<|endoftext|>'])
+    text = 'Héllò hôw <|endoftext|><|endoftext|> are ü? 🙃<|endoftext|>'
+    ids = tok.encode(text)
+    assert [tok.decode([i]) for i in ids].count('<|endoftext|>') == 3 and tok.decode(ids) == text
+    assert ids == reference.encode(text, allowed_special={'<|endoftext|>'})
+
+
+def test_cs336_overlapping_special_tokens():
+    tok = cs336_tokenizer(['<|endoftext|>', '<|endoftext|><|endoftext|>'])
+    text = 'Hello, how <|endoftext|><|endoftext|> are you?<|endoftext|>'
+    ids = tok.encode(text)
+    pieces = [tok.decode([i]) for i in ids]
+    assert pieces.count('<|endoftext|>') == 1 and pieces.count('<|endoftext|><|endoftext|>') == 1 and tok.decode(ids) == text
+
+
+@pytest.mark.parametrize('text', ['Hello, world!<|endoftext|>\n\n\n', 'Once upon a time.\n\n<|endoftext|>\n\nThe end.\n\n<|endoftext|>\n\n'],
+                         ids=['special token then trailing newlines', 'double newlines around a special token, then non-whitespace'])
+def test_cs336_special_tokens_next_to_newlines_match_tiktoken(text, reference):
+    tok = cs336_tokenizer(['<|endoftext|>'])
+    assert tok.encode(text) == reference.encode(text, allowed_special={'<|endoftext|>'}) and tok.decode(tok.encode(text)) == text
+
+
+def test_cs336_encode_iterable_roundtrips_and_matches_tiktoken(reference, tmp_path):
+    tok = cs336_tokenizer(['<|endoftext|>'])
+    text = '<|endoftext|>\n'.join(load_shakespeare('valid')[k:k + 1500] for k in range(0, 60_000, 1500))
+    (tmp_path / 'sample.txt').write_text(text, encoding='utf-8')
+    with open(tmp_path / 'sample.txt', encoding='utf-8') as f: ids = list(tok.encode_iterable(f))
+    assert tok.decode(ids) == text and ids == reference.encode(text, allowed_special={'<|endoftext|>'})
+
+
+@pytest.mark.skipif(not Path('/proc/self/status').exists(), reason='needs Linux /proc to read the process size')
+def test_cs336_encode_iterable_memory_usage(tmp_path):
+    "CS336 streams a 5 MB file under an address-space limit of 1 MB more than the process holds, and expects encoding it at once to fail under the same limit; here a 2 MB file of the plays, in a child process (after a first pass fills the cache of pieces)."
+    import subprocess, sys
+    path = tmp_path / 'big.txt'
+    plays = load_shakespeare('train')
+    path.write_text(plays[:2_000_000], encoding='utf-8')
+    code = f"""
+import resource, sys
+from transformer_tutorial.tokenizer import gpt2_tokenizer
+tok = gpt2_tokenizer()
+with open({str(path)!r}, encoding='utf-8') as f: n = sum(1 for _ in tok.encode_iterable(f))
+size = int(next(l for l in open('/proc/self/status') if l.startswith('VmSize')).split()[1]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (size + 1_000_000, resource.RLIM_INFINITY))
+with open({str(path)!r}, encoding='utf-8') as f: assert sum(1 for _ in tok.encode_iterable(f)) == n
+print('streamed', n)
+try:
+    with open({str(path)!r}, encoding='utf-8') as f: tok.encode(f.read())
+except MemoryError: print('at once: MemoryError')
+"""
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert r.returncode == 0 and 'streamed' in r.stdout and 'at once: MemoryError' in r.stdout, r.stdout + r.stderr

@@ -46,20 +46,16 @@ class _Greatest:
     def __eq__(self, other): return self.value == other.value
 
 def _check_specials(special_tokens):
-    "Raise a clear error unless the special tokens are a list of distinct non-empty strings, none inside another and none overlapping another."
+    "Raise a clear error unless the special tokens are a list of distinct non-empty strings (one may hold or overlap another: the text takes the leftmost, then the longest)."
     if isinstance(special_tokens, (str, bytes)):
         raise TypeError(f"special tokens must be a list of strings, got the {type(special_tokens).__name__} {special_tokens!r} (write [{special_tokens!r}])")
     for s in special_tokens:
         if not isinstance(s, str) or not s: raise ValueError(f"a special token must be a non-empty string, got {s!r}")
-    for a in special_tokens:
-        for b in special_tokens:
-            if a != b and a in b: raise ValueError(f"special token {a!r} is inside special token {b!r}: which one a text holds would be ambiguous")
-    for a in special_tokens:
-        for b in special_tokens:
-            shared = next((a[-k:] for k in range(min(len(a), len(b)) - 1, 0, -1) if a != b and a[-k:] == b[:k]), None)
-            if shared: raise ValueError(f"special tokens {a!r} and {b!r} overlap: {a!r} ends with {shared!r}, which begins {b!r}, "
-                                        f"so in {a + b[len(shared):]!r} either could be the token")
     if len(set(special_tokens)) != len(special_tokens): raise ValueError(f"special tokens repeat: {list(special_tokens)}")
+
+def _specials_regex(special_tokens) -> Optional['regex.Pattern']:
+    "One expression for the special tokens, the longer first: at each place the longest one there matches, as in tiktoken, `tokenizers` and CS336."
+    return regex.compile('|'.join(regex.escape(s) for s in sorted(special_tokens, key=len, reverse=True))) if special_tokens else None
 
 _SURROGATE = regex.compile(r'[\ud800-\udfff]')
 
@@ -74,8 +70,7 @@ def _check_vocab_size(vocab_size) -> int:
 
 def _split_specials(text: str, special_tokens: Sequence[str]) -> List[str]:
     "`text` cut at every special token (the tokens dropped): the stretches BPE may work on."
-    if not special_tokens: return [text]
-    return regex.split('|'.join(regex.escape(s) for s in sorted(special_tokens, key=len, reverse=True)), text)
+    return _specials_regex(special_tokens).split(text) if special_tokens else [text]
 
 def train_bpe(text: str, vocab_size: int, special_tokens: Sequence[str] = (), pattern: str = GPT2_PATTERN) -> Tuple[Dict[int, bytes], List[Tuple[int, int, int]]]:
     "Byte-level BPE trained on `text`: (vocab {id: bytes}, merges [(a, b, new id)] in order); ids 0-255 are the bytes, then one per merge, then the `special_tokens`; a tie in counts goes to the greatest pair of byte strings."
@@ -149,8 +144,7 @@ class BPETokenizer:
             if self.vocab.get(i) != s.encode('utf-8'): raise ValueError(f"special token {s!r} has id {i}, whose vocabulary entry is {self.vocab.get(i)!r}")
         try: self._pieces = regex.compile(pattern)
         except (regex.error, TypeError) as e: raise ValueError(f"the pattern {pattern!r} does not compile as a regular expression: {e}") from None
-        self._specials = regex.compile('|'.join(regex.escape(s) for s in sorted(self.special_tokens, key=len, reverse=True))) if self.special_tokens else None
-        self._cache = {}
+        self._specials, self._cache = _specials_regex(self.special_tokens), {}
 
     @classmethod
     def train(cls, text: str, vocab_size: int, special_tokens: Sequence[str] = (), pattern: str = GPT2_PATTERN) -> 'BPETokenizer':
@@ -177,12 +171,28 @@ class BPETokenizer:
     def _ordinary(self, text: str, out: List[int]) -> None:
         for m in self._pieces.finditer(text): out.extend(self._piece(m.group().encode('utf-8')))
 
-    def encode(self, text: str) -> List[int]:
-        "The ids of `text`: its special tokens as their ids, everything between them pre-tokenized and merged; a lone surrogate reads as U+FFFD, as in tiktoken."
+    def _check_special_args(self, text: str, allowed_special, disallowed_special):
+        "The special tokens `encode` reads as such ('all' or a frozenset), after refusing a text that holds a disallowed one: tiktoken's rules."
+        specials = set(self.special_tokens)
+        def as_set(x, name):
+            if isinstance(x, str) and x == 'all': return specials
+            if isinstance(x, (str, bytes)) or not isinstance(x, Iterable): raise TypeError(f"{name} must be 'all' or a set of special tokens, got {x!r}")
+            return set(x)
+        allowed = as_set(allowed_special, 'allowed_special')
+        disallowed = specials - allowed if isinstance(disallowed_special, str) and disallowed_special == 'all' else as_set(disallowed_special, 'disallowed_special')
+        m = _specials_regex(disallowed).search(text) if disallowed else None
+        if m: raise ValueError(f"the text holds the special token {m.group()!r}, which disallowed_special forbids: pass allowed_special={{{m.group()!r}}} "
+                               f"to read it as its id, or disallowed_special=() to read it as text")
+        return 'all' if allowed >= specials else frozenset(allowed & specials)
+
+    def encode(self, text: str, allowed_special: Union[str, Iterable[str]] = 'all', disallowed_special: Union[str, Iterable[str]] = ()) -> List[int]:
+        "The ids of `text`: its special tokens as their ids (the longest where two overlap), everything between them pre-tokenized and merged; a lone surrogate reads as U+FFFD, as in tiktoken. `allowed_special` and `disallowed_special` as in tiktoken's `encode` (its defaults are `set()` and 'all'): a special token not allowed is read as text, a disallowed one is an error."
         if not isinstance(text, str): raise TypeError(f"text must be a str, got {type(text).__name__}")
+        allowed = self._check_special_args(text, allowed_special, disallowed_special)
+        specials = self._specials if allowed == 'all' else _specials_regex(allowed)
         text, out, start = _without_lone_surrogates(text), [], 0
-        if self._specials is not None:
-            for m in self._specials.finditer(text):
+        if specials is not None:
+            for m in specials.finditer(text):
                 self._ordinary(text[start:m.start()], out); out.append(self.special_tokens[m.group()]); start = m.end()
         self._ordinary(text[start:], out)
         return out
@@ -265,6 +275,12 @@ class BPETokenizer:
         "The tokenizer `save` wrote."
         return cls.from_dict(json.loads(Path(path).read_text(encoding='utf-8')))
 
+    @classmethod
+    def from_tokenizer_json(cls, path: Union[str, os.PathLike]) -> 'BPETokenizer':
+        "An open model's tokenizer from its `tokenizer.json` (or the folder holding it, with tokenizer_config.json beside it): byte-level or SentencePiece-style BPE, read by [chapter 16b](16b_open_tokenizers.ipynb)'s `HubTokenizer`."
+        from .hub_tokenizer import HubTokenizer
+        return HubTokenizer.from_files(path)
+
 # %% ../nbs/16a_tokens.ipynb #a9b030cb
 def bytes_to_unicode() -> Dict[int, str]:
     "GPT-2's table from each byte to a printable character, with which encoder.json and vocab.bpe write bytes as text."
@@ -272,8 +288,16 @@ def bytes_to_unicode() -> Dict[int, str]:
     others = [b for b in range(256) if b not in printable]
     return {**{b: chr(b) for b in printable}, **{b: chr(256 + k) for k, b in enumerate(others)}}
 
-def read_gpt2_files(encoder_json: str, vocab_bpe: str, special_tokens: Sequence[str] = ('<|endoftext|>',)) -> BPETokenizer:
-    "A `BPETokenizer` from the texts of GPT-2's encoder.json (token -> id) and vocab.bpe (the merges, one a line after the version line)."
+def _text_or_file(x: Union[str, os.PathLike]) -> str:
+    "A file's text when `x` is a path (a `Path`, or a str naming a file), else `x` itself: a file's text."
+    if isinstance(x, os.PathLike): return Path(x).read_text(encoding='utf-8')
+    if isinstance(x, str) and '\n' not in x and not x.lstrip().startswith(('{', '#')) and len(x) < 4096 and Path(x).is_file():
+        return Path(x).read_text(encoding='utf-8')
+    return x
+
+def read_gpt2_files(encoder_json: Union[str, os.PathLike], vocab_bpe: Union[str, os.PathLike], special_tokens: Sequence[str] = ('<|endoftext|>',)) -> BPETokenizer:
+    "A `BPETokenizer` from GPT-2's encoder.json (token -> id) and vocab.bpe (the merges, one a line after the version line): their paths or their texts."
+    encoder_json, vocab_bpe = _text_or_file(encoder_json), _text_or_file(vocab_bpe)
     to_byte = {c: b for b, c in bytes_to_unicode().items()}
     encoder = json.loads(encoder_json)
     if not isinstance(encoder, dict): raise ValueError(f"encoder.json must be a JSON object {{token: id}}, got a {type(encoder).__name__}")
