@@ -177,7 +177,7 @@ def warmup_inverse_sqrt(warmup: int, total: Optional[int] = None, cooldown: floa
         return f
     return factor
 
-# %% ../nbs/10_training.ipynb #58293e5a
+# %% ../nbs/10_training.ipynb #ae94c3a0
 def warmup_cosine(warmup: int, total: int, floor: float = 0.1) -> Callable[[int], float]:
     "LR factor: linear warmup to 1 at step `warmup`, then half a cosine down to `floor` at step `total`, where it stays."
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
