@@ -39,9 +39,9 @@ def step_model_call_cross_entropy(model, batch, optimizer, pad_id, clip):
     optimizer.step()
     return float(loss)
 
-@_reg(STEP, correct=True)
+@_reg(STEP)
 def step_zero_after(model, batch, optimizer, pad_id, clip):
-    "CORRECT: the gradients zeroed after the step (they start at None), the loss read before the backward pass."
+    "WRONG: the gradients zeroed after the step, not before the backward pass (the exercise's order): right only while .grad starts empty, and a model whose .grad holds an earlier backward's gradients adds them in."
     model.train()
     loss = sequence_loss(batch.logits(model), batch.targets, pad_id)
     value = loss.item()
@@ -240,6 +240,7 @@ def step_no_masks(model, batch, optimizer, pad_id, clip):
 
 NAMED = {
     'step_no_zero_grad': 'call optimizer.zero_grad() before loss.backward()',
+    'step_zero_after': 'not after the step',
     'step_clip_after_step': 'clipped after optimizer.step()',
     'step_no_clip': 'the gradient is not clipped',
     'step_clip_by_value': 'clip_grad_value_',

@@ -9,10 +9,33 @@ __all__ = ['check_online_softmax', 'check_tiled_attention', 'check_tiled_attenti
 from typing import Callable
 import importlib.util, math
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from ..flash import LargestTensor
 from .core import _randn, _fail, _Skipped, _shape, _close, _maxerr, _call, _diagnose, _keeps_rng, _passed
 
 # %% ../../nbs/13d_flash_checks.ipynb #6226b2e8
+class _Watched(TorchDispatchMode):
+    "Within the block, `.reductions` names each maximum or softmax taken over a whole last axis of `length` entries, `.tensors` holds the (shape, dtype) of every tensor an operation returns."
+    _REDUCE = ('amax', 'max', 'softmax', '_softmax', 'log_softmax', '_log_softmax', 'logsumexp', 'sort', 'topk', 'argmax')
+    def __init__(self, length):
+        super().__init__(); self.length, self.reductions, self.tensors = length, [], []
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        first = args[0] if args else None
+        if (func.overloadpacket.__name__ in self._REDUCE and isinstance(first, torch.Tensor) and first.dim()
+                and first.size(-1) == self.length): self.reductions.append(func.overloadpacket.__name__)
+        for t in (out if isinstance(out, (tuple, list)) else [out]):
+            if isinstance(t, torch.Tensor): self.tensors.append((tuple(t.shape), t.dtype))
+        return out
+
+def _float32_inside(out, ref, how):
+    "The message for a float64 result that is wrong: computed in float32 when its error is float32's rounding."
+    err = _maxerr(out, ref)
+    if err < 1e-5 * max(1.0, ref.abs().max().item()):
+        return (f"float64 in, float64 out, but computed in float32 inside (max error {err:.3g}, float32's rounding): make every tensor "
+                f"in the input's dtype ({how}), never a bare float32 one")
+    return f"wrong in float64 (max error {err:.3g})"
+
 def _online(x, block, *, rescale='right', final='running', skip_partial=False):
     "The online softmax, block by block, with each mistake a student might make (the defaults: right)."
     m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype)               # the running maximum
@@ -65,11 +88,31 @@ def check_online_softmax(fn: Callable) -> None:
         if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()): _fail(name, f"NaN or inf {where}: {not_finite}")
         if not _close(out, inp.softmax(-1), atol=1e-6): _fail(name, f"wrong {where} (max error {_maxerr(out, inp.softmax(-1)):.3g})")
         n += 1
+    out = _call(name, fn, masked - 300, 3)                                # a masked first block, then entries near -300
+    if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
+        _fail(name, "NaN or inf where a row's first block is all -inf and its other entries are near -300: the running maximum kept "
+                    "the 0 that stood in for -inf, so exp(x - 0) underflows; keep -inf (or the true maximum) as the running maximum and "
+                    "use the 0 only inside the exp")
+    if not _close(out, (masked - 300).softmax(-1), atol=1e-6): _fail(name, f"wrong where a masked first block is followed by entries near -300 (max error {_maxerr(out, (masked - 300).softmax(-1)):.3g})")
+    n += 1
+    x3 = 3 * _randn(2, 3, 10, seed=79)                                    # leading axes: the row is still the last one
+    out = _call(name, fn, x3, 3)
+    if not (isinstance(out, torch.Tensor) and out.shape == x3.shape and _close(out, x3.softmax(-1), atol=1e-6)):
+        _fail(name, f"the rows of a 2-D x are right but a 3-D x {tuple(x3.shape)} (block 3) is not: take the length and the blocks from "
+                    "the last axis, x.size(-1) and x[..., j:j + block], whatever the axes before it")
+    n += 1
+    with _Watched(x.size(-1)) as seen: _call(name, fn, x, 3)
+    if seen.reductions:
+        what = {'softmax': 'a softmax', '_softmax': 'a softmax', 'log_softmax': 'a log-softmax', '_log_softmax': 'a log-softmax',
+                'logsumexp': 'a logsumexp', 'sort': 'a sort', 'topk': 'a top-k'}.get(seen.reductions[0], 'the maximum')
+        _fail(name, f"took {what} over the whole row of {x.size(-1)} entries (block 3): the online softmax reads each row once, "
+                    "block by block, its maximum and sum kept as running values; no maximum or softmax of the whole row")
+    n += 1
     x64 = x.double()
     out = _call(name, fn, x64, 3)
     if not isinstance(out, torch.Tensor) or out.dtype != torch.float64:
         _fail(name, f"returned {getattr(out, 'dtype', type(out).__name__)} for float64 input: keep the input's dtype (torch.full(..., dtype=x.dtype))")
-    if not _close(out, x64.softmax(-1), atol=1e-12, rtol=1e-10): _fail(name, f"wrong in float64 (max error {_maxerr(out, x64.softmax(-1)):.3g})")
+    if not _close(out, x64.softmax(-1), atol=1e-12, rtol=1e-10): _fail(name, _float32_inside(out, x64.softmax(-1), "torch.full(..., dtype=x.dtype)"))
     n += 1
     _passed(name, n)
 
@@ -79,7 +122,7 @@ def _reference_attention(q, k, v, causal):
     if causal: s = s.masked_fill(torch.ones(q.size(-2), k.size(-2), dtype=torch.bool).triu(1), -math.inf)
     return s.softmax(-1) @ v
 
-def _tiled(q, k, v, causal, block, *, scale=True, rescale_out=True, rescale_sum=True, divide=True, diagonal=True):
+def _tiled(q, k, v, causal, block, *, scale=True, rescale_out=True, rescale_sum=True, divide=True, diagonal=True, relative=False):
     "Attention a block of keys at a time, for all queries at once, with each mistake a student might make (the defaults: right)."
     Lq, Lk = q.size(-2), k.size(-2)
     m = q.new_full(q.shape[:-1], -math.inf)                              # (B, H, Lq)
@@ -87,9 +130,9 @@ def _tiled(q, k, v, causal, block, *, scale=True, rescale_out=True, rescale_sum=
     out = q.new_zeros(*q.shape[:-1], v.size(-1))                         # (B, H, Lq, d_v)
     for j in range(0, Lk, block):
         s = q @ k[..., j:j + block, :].transpose(-2, -1)                 # (B, H, Lq, b)
-        if scale: s = s / math.sqrt(q.size(-1))
+        if scale: s = s / math.sqrt(q.size(-1) if scale is True else v.size(-1))
         if causal:
-            keys, queries = torch.arange(j, min(j + block, Lk)), torch.arange(Lq)
+            keys, queries = torch.arange(0 if relative else j, (0 if relative else j) + s.size(-1)), torch.arange(Lq)
             future = keys[None] > queries[:, None] if diagonal else keys[None] >= queries[:, None]
             s = s.masked_fill(future, -math.inf)
         m_new = torch.maximum(m, s.amax(-1))
@@ -105,6 +148,9 @@ def _tiled_mistakes(q, k, v, causal, block):
     "(output, message) for each mistake of tiled attention that `_tiled` makes, for `_diagnose`."
     return [(_tiled(q, k, v, causal, block, **kw), m) for kw, m in [
         (dict(scale=False), "the scores are not scaled by 1/sqrt(d_k)"),
+        (dict(scale='d_v'), "the scores are scaled by 1/sqrt(d_v), the values' width: scale by 1/sqrt(d_k), the width of q and k"),
+        (dict(relative=True), "the causal mask compares a query with key positions counted from the block's start: key j + t of block j "
+                              "is at position j + t (torch.arange(j, j + block))"),
         (dict(rescale_out=False), "the running output is not rescaled when the maximum grows: multiply it by exp(m_old - m_new) before adding p @ v"),
         (dict(rescale_sum=False), "the running sum is not rescaled when the maximum grows: multiply it by exp(m_old - m_new) before adding the block's sum"),
         (dict(rescale_out=False, rescale_sum=False), "neither the running sum nor the output is rescaled when the maximum grows: multiply both by exp(m_old - m_new)"),
@@ -158,11 +204,16 @@ def check_tiled_attention(fn: Callable) -> None:
     if not isinstance(out, torch.Tensor) or out.dtype != torch.float64:
         _fail(name, f"returned {getattr(out, 'dtype', type(out).__name__)} for float64 inputs: keep the inputs' dtype (q.new_zeros, q.new_full)")
     if not _close(out, _reference_attention(q, k, v, True), atol=1e-12, rtol=1e-10):
-        _fail(name, f"wrong in float64 (max error {_maxerr(out, _reference_attention(q, k, v, True)):.3g})")
+        _fail(name, _float32_inside(out, _reference_attention(q, k, v, True), "q.new_zeros, q.new_full"))
     n += 1
     L, block = 64, 8                                                      # the point of tiling: no (Lq, Lk) tensor
     q, k, v = (_randn(1, 1, L, 4, seed=s) for s in (90, 91, 92))
-    with LargestTensor() as seen: _call(name, fn, q, k, v, True, block)
+    with LargestTensor() as seen, _Watched(L) as made: _call(name, fn, q, k, v, True, block)
+    square, kind = next(((s, d) for s, d in made.tensors if s[-2:] == (L, L)), (None, None))
+    if square:
+        _fail(name, f"a tensor of shape {square} ({kind}) was made for Lq = Lk = {L}, block {block}: " +
+              (f"the full ({L}, {L}) score matrix; the point of tiling is that only ({L}, {block}) scores exist at a time" if kind.is_floating_point
+               else f"a whole ({L}, {L}) mask; no ({L}, {L}) tensor of any dtype: build each block's mask from the positions it covers"))
     if seen.bytes >= L * L * q.element_size():
         _fail(name, f"a tensor of {seen.bytes} bytes was made for Lq = Lk = {L}, block {block}: the full ({L}, {L}) score matrix "
                     f"({L * L * q.element_size()} bytes) or more; the point of tiling is that only ({L}, {block}) scores exist at a time")

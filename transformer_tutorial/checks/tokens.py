@@ -38,7 +38,10 @@ def _merge_mistakes(ids, pair, new_id):
     for k in range(len(ids) - 1):
         if (ids[k], ids[k + 1]) == pair: first = ids[:k] + [new_id] + ids[k + 2:]; break
     text = [int(t) for t in ' '.join(map(str, ids)).replace(f'{a} {b}', str(new_id)).split()]
+    commas = [int(t) for t in (',' + ','.join(map(str, ids)) + ',').replace(f',{a},{b},', f',{new_id},').strip(',').split(',') if t]
     return [(right, "merges from the right: scan left to right, so that (a, a) in a, a, a merges the first two"),
+            (commas, "two occurrences side by side, only the first merged (the ids joined into a string, where neighbours share a comma?): "
+                     "compare ids as numbers in a loop, and after a merge at k go on at k + 2"),
             (step_one, "a match advances one position: after merging ids[k], ids[k + 1] go on at k + 2"),
             (merge_pair(ids, pair, new_id)[:-1] if ids[-1:] != [new_id] else None, "the last id is dropped: when no pair starts at the last position, keep it"),
             (first, "only the first occurrence is merged: replace every occurrence"),
@@ -53,8 +56,11 @@ def check_merge(fn: Callable) -> None:
     for ids, pair, new_id in cases:
         what = f"ids {ids}, pair {pair}, new_id {new_id}"
         given = list(ids)
-        out = _listed(name, _run(name, fn, given, pair, new_id, what=what), what)
+        raw = _run(name, fn, given, pair, new_id, what=what)
         if given != ids: _fail(name, f"changed the caller's list to {given} (for {what}): build a new list and return it")
+        if raw is given: _fail(name, f"returned the caller's own list (for {what}): return a new list even when nothing merges, "
+                                     "or a later change to the result changes the caller's ids")
+        out = _listed(name, raw, what)
         expected = merge_pair(ids, pair, new_id)
         if out == expected: n += 1; continue
         msg = next((m for wrong, m in _merge_mistakes(ids, pair, new_id) if wrong is not None and wrong == out), None)
@@ -73,20 +79,46 @@ def _train(text: str, n_merges: int) -> Dict[Tuple[int, int], int]:
         ids = merge_pair(ids, pair, new_id)
     return merges
 
-def _encode(text, merges, *, units='utf-8', order='rank'):
+def _overlapping(ids, pair, new_id):
+    "A merge that also merges overlapping occurrences: a, a, a becomes two new ids."
+    out = []
+    for k, x in enumerate(ids):
+        if k + 1 < len(ids) and (x, ids[k + 1]) == pair: out.append(new_id)   # a pair starts here, even inside the last one
+        elif not (k > 0 and (ids[k - 1], x) == pair): out.append(x)
+    return out
+
+def _encode(text, merges, *, units='utf-8', order='rank', merge=merge_pair, least=2):
     "Encoding as the exercise asks (the earliest-learned merge present first), or with one known mistake."
     ids = list(text.encode('utf-8')) if units == 'utf-8' else [ord(c) for c in text]
     if order == 'newest once':                                            # each merge once, the newest first
         for pair, new_id in sorted(merges.items(), key=lambda kv: -kv[1]): ids = merge_pair(ids, pair, new_id)
         return ids
-    while len(ids) > 1:
+    if order == 'one pass':                                               # the pairs of the raw bytes, looked up once
+        for pair in sorted({p for p in zip(ids, ids[1:]) if p in merges}, key=merges.__getitem__): ids = merge_pair(ids, pair, merges[pair])
+        return ids
+    while len(ids) >= least:
         present = [p for p in zip(ids, ids[1:]) if p in merges]
         if not present: break
         if order == 'rank': pair = min(present, key=merges.__getitem__)
         elif order == 'latest': pair = max(present, key=merges.__getitem__)
+        elif order == 'pair': pair = min(present)                          # the smallest pair of ids, not the smallest rank
         else: counts = Counter(present); pair = max(present, key=lambda p: (counts[p], -merges[p]))   # the most frequent here
-        ids = merge_pair(ids, pair, merges[pair])
+        ids = merge(ids, pair, merges[pair])
     return ids
+
+def _encode_mistakes(text, merges):
+    "What a wrong encoder gives for `text`, with the mistake's name."
+    return [(_encode(text, merges, units='chars'), "characters as ord(c), not bytes: encode the text to UTF-8 first (text.encode('utf-8')); 'é' is the two bytes 195, 169"),
+            (_encode(text, merges, least=3), "the last two ids left unmerged: keep merging while at least two ids remain"),
+            (list(text.encode('utf-8')), "no merge was applied: after the bytes, merge every pair that merges holds"),
+            (_encode(text, merges, order='pair'), "the smallest pair first (min over the pairs compares their ids, not their ranks): take "
+                                                  "the pair with the smallest new id, min(present, key=merges.get)"),
+            (_encode(text, merges, order='one pass'), "the merges looked up once, among the pairs of the raw bytes: a merge makes new pairs "
+                                                      "(with the new id), so look for the best pair again after every merge"),
+            (_encode(text, merges, order='latest'), "the latest-learned merge first: apply the merge with the smallest new id (the earliest learned) first"),
+            (_encode(text, merges, order='newest once'), "the merges applied newest first: apply them in the order they were learned, the smallest new id first"),
+            (_encode(text, merges, order='frequent'), "the most frequent pair first, as in training: encoding applies the merges by rank, the smallest new id first"),
+            (_encode(text, merges, merge=_overlapping), "overlapping occurrences merged: in a, a, a only the first two merge; after a merge, go on after the pair")]
 
 @_keeps_rng
 def check_encode(fn: Callable) -> None:
@@ -95,21 +127,34 @@ def check_encode(fn: Callable) -> None:
     sample = "the cat sat on the mat; the rat ate the hat. naïve café, naïve cafés 🙂🙂"
     merges = _train(sample, 40)
     texts = ["the cat sat on the mat", "that hat", "naïve café 🙂", "the the the", "xyz", "", "é", "hat🙂the"]
-    for text in texts:
-        what = f"text {text!r} and {len(merges)} merges learned from a sample"
-        out = _listed(name, _run(name, fn, text, dict(merges), what=what), what)
-        expected = _encode(text, merges)
+    cases = [(t, merges, f"{len(merges)} merges learned from a sample") for t in texts]
+    hehex = {(101, 120): 256, (104, 101): 257, (101, 104): 258}              # rank, frequency and the latest merge all disagree
+    cbdbd = {(100, 98): 256, (98, 100): 257, (99, 98): 258}              # rank, the latest merge and the smallest pair all disagree
+    cases += [("hehex", hehex, f"merges {hehex}"), ("cbdbd", cbdbd, f"merges {cbdbd}"),
+              ("th", {(116, 104): 256}, "merges {(116, 104): 256}"),                                            # two bytes, one merge
+              ("aaa", {(97, 97): 256}, "merges {(97, 97): 256}")]                                               # overlapping pairs
+    for text, table, told in cases:
+        what = f"text {text!r} and {told}"
+        given = dict(table)
+        out = _listed(name, _run(name, fn, text, given, what=what), what)
+        if given != table:
+            _fail(name, f"changed the caller's merges dict ({len(table)} entries, {len(given)} after the call, for {what}): read it, never modify it")
+        expected = _encode(text, table)
         if out == expected: n += 1; continue
-        msg = next((m for wrong, m in [
-            (_encode(text, merges, units='chars'), "characters as ord(c), not bytes: encode the text to UTF-8 first (text.encode('utf-8')); 'é' is the two bytes 195, 169"),
-            (list(text.encode('utf-8')), "no merge was applied: after the bytes, merge every pair that merges holds"),
-            (_encode(text, merges, order='latest'), "the latest-learned merge first: apply the merge with the smallest new id (the earliest learned) first"),
-            (_encode(text, merges, order='newest once'), "the merges applied newest first: apply them in the order they were learned, the smallest new id first"),
-            (_encode(text, merges, order='frequent'), "the most frequent pair first, as in training: encoding applies the merges by rank, the smallest new id first"),
-        ] if wrong == out), None)
+        msg = _which_mistake(fn, out, text, table, cases)
         _fail(name, f"{msg or 'wrong ids'} (for {what}: got {out[:16]}{'...' if len(out) > 16 else ''}, expected {expected[:16]}{'...' if len(expected) > 16 else ''})")
     n += _any_order(name, fn, texts[0], merges)
     _passed(name, n)
+
+def _which_mistake(fn, out, text, table, cases):
+    "The name of the mistake that gives `out` for `text`; where several do, the one that also gives what `fn` returns on the other cases."
+    names = [m for wrong, m in _encode_mistakes(text, table) if wrong == out]
+    for other, other_table, _ in cases:
+        if len(names) < 2: break
+        try: got = list(fn(other, dict(other_table)))
+        except Exception: continue
+        names = [m for wrong, m in _encode_mistakes(other, other_table) if wrong == got and m in names] or names
+    return names[0] if names else None
 
 def _any_order(name, fn, text, merges):
     "The same merges in another dict order (the newest first) give the same ids: a merge's rank is its new id, not its place in the dict. Returns the number of checks passed (1)."

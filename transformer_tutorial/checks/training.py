@@ -214,16 +214,23 @@ def _params(model): return torch.cat([p.detach().flatten() for p in model.parame
 def _grads(model): return torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad.detach()).flatten() for p in model.parameters()])
 
 def _reference_step(model, batch, optimizer, pad_id, clip, *, zero=True, train=True, ignore=None, masks=True, reduction='mean',
-                    clip_how='norm', step=True):
+                    clip_how='norm', step=True, targets='tgt_out'):
     "One training step, with each mistake a student might make as an option (the defaults: the exercise's)."
     if train: model.train()
     if zero: optimizer.zero_grad()
     logits = model(batch.src, batch.tgt_in, *((batch.src_mask, batch.tgt_mask) if masks else ()))          # (B, Lt, V)
-    loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad_id if ignore is None else ignore,
-                           reduction=reduction)
+    target, ignored = getattr(batch, targets), pad_id if ignore is None else ignore
+    if reduction == 'per sequence':                                      # each sequence's mean, then their mean
+        per = F.cross_entropy(logits.transpose(1, 2), target, ignore_index=ignored, reduction='none')          # (B, Lt)
+        real = (target != ignored).to(per.dtype)
+        loss = ((per * real).sum(1) / real.sum(1)).mean()
+    else: loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=ignored, reduction=reduction)
     loss.backward()
     if clip_how == 'norm': torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     if clip_how == 'value': torch.nn.utils.clip_grad_value_(model.parameters(), clip)
+    if clip_how == 'inf': torch.nn.utils.clip_grad_norm_(model.parameters(), clip, norm_type=math.inf)
+    if clip_how == 'each':
+        for p in model.parameters(): torch.nn.utils.clip_grad_norm_([p], clip)
     if step: optimizer.step()
     if clip_how == 'after': torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     return loss.item()
@@ -231,9 +238,13 @@ def _reference_step(model, batch, optimizer, pad_id, clip, *, zero=True, train=T
 _LR = 0.1
 
 def _steps(step, calls, pad_id, clip, dropout=0.1):
-    "Run `step` on a fresh model and SGD for each (batch seed, RNG seed) in `calls`: (returned values, model after, parameters before)."
+    "Run `step` on a fresh model and SGD for each (batch seed, RNG seed) in `calls`: (returned values, model after, parameters before); the model's `.grad` starts with an earlier backward's gradients, and `model.backwards` counts the backward passes."
     model = _tiny_model(dropout)
     before = _params(model)
+    g = torch.Generator().manual_seed(7)
+    for p in model.parameters(): p.grad = 0.1 * torch.randn(p.shape, generator=g)   # left by an earlier backward (a gradient check, say)
+    model.backwards = []
+    next(model.parameters()).register_hook(lambda grad: model.backwards.append(1))
     opt = torch.optim.SGD(model.parameters(), lr=_LR)
     out = []
     for batch_seed, seed in calls:
@@ -298,6 +309,12 @@ def check_train_step(fn: Callable) -> None:
                 msg = "the masks are not passed to the model: model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask), or batch.logits(model)"
             elif is_(seen(reduction='sum')):
                 msg = "the loss is summed over the targets: the course's loss is their mean over the non-pad targets"
+            elif is_(seen(reduction='per sequence')):
+                msg = ("the loss is the mean of each sequence's mean: the course's loss is the mean over all non-pad targets of the "
+                       "batch, so a long sequence weighs more than a short one")
+            elif is_(seen(targets='tgt_in')):
+                msg = ("the loss compares the logits with batch.tgt_in, the decoder's input: the targets are batch.tgt_out, the same "
+                       "tokens shifted one to the left (each position predicts the next token)")
             elif is_(seen(train=False)):
                 msg = "the loss is computed without dropout: call model.train() before the forward pass"
             else: msg = "the returned loss differs from the reference's"
@@ -308,9 +325,18 @@ def check_train_step(fn: Callable) -> None:
             applied, expected = (before - after) / _LR, (before - ref_after) / _LR      # the gradient each optimizer step used
             if torch.equal(after, before):
                 msg = ("the weights did not change: call optimizer.step() after clipping" if _grads(model).abs().sum() > 0 else
+                       "the weights did not change: the gradient was zeroed between loss.backward() and optimizer.step(), so the step used "
+                       "zeros; call optimizer.zero_grad() before the forward pass, then backward, clip, step" if model.backwards else
                        "the weights did not change and no gradient was computed: call loss.backward(), then clip, then optimizer.step()")
-            elif len(calls) > 1 and _close(after, _params(run(zero=False)[1]), atol=1e-6):
-                msg = "the gradients of the previous call are added to this one's: call optimizer.zero_grad() before loss.backward()"
+            elif _close(after, _params(run(zero=False)[1]), atol=1e-6):
+                msg = ("the gradients already in .grad (an earlier backward's, or the previous call's) are added to this step's: call "
+                       "optimizer.zero_grad() before loss.backward(), not after the step")
+            elif _close(after, _params(run(clip_how='each')[1]), atol=1e-6):
+                msg = ("each parameter's gradient is clipped on its own: clip the norm of all gradients together, "
+                       "torch.nn.utils.clip_grad_norm_(model.parameters(), clip), in one call")
+            elif _close(after, _params(run(clip_how='inf')[1]), atol=1e-6):
+                msg = ("the gradient is clipped by its largest entry (norm_type=inf): clip the 2-norm of all gradients together, "
+                       "clip_grad_norm_'s default")
             elif _close(after, _params(run(clip_how=None)[1]), atol=1e-6):
                 clipped = math.isclose(_grads(model).norm().item(), clip, rel_tol=1e-3)
                 msg = ("the gradient is clipped after optimizer.step(), which has already used the unclipped one: clip between loss.backward() and optimizer.step()"
@@ -376,7 +402,10 @@ def check_train_loop(fn: Callable) -> None:
     if not isinstance(got, (list, tuple)):
         _fail(name, f"returned {type(got).__name__} ({what}): return the list of the losses of every step, {steps} floats")
     if len(got) != steps:
-        _fail(name, f"returned {len(got)} losses for {what}: one per step, {steps}")
+        trained = sum(e[0] == 'step' for e in log)
+        _fail(name, f"returned {len(got)} losses for {what}, after {trained} steps: range(steps) runs exactly steps times, one loss each"
+              if trained == len(got)
+              else f"returned {len(got)} losses for {what}: one per step, {steps}")
     if any(isinstance(x, torch.Tensor) for x in got):
         _fail(name, f"returned a list of tensors ({what}): the losses are floats (train_step returns loss.item()), not tensors tied to their graphs")
     if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in got):
@@ -413,8 +442,21 @@ def check_train_loop(fn: Callable) -> None:
         _fail(name, f"the updates ran at the rates {rates(lrs)}, expected {rates(expected)} ({what})")
     n += 1
     ref, _, ref_model = _loop(_reference_loop, steps, pad_id, clip)
-    if not all(math.isclose(g, r, rel_tol=1e-4, abs_tol=1e-6) for g, r in zip(got, ref)) or not _close(_params(model), _params(ref_model), atol=1e-6):
+    same_losses = all(math.isclose(g, r, rel_tol=1e-4, abs_tol=1e-6) for g, r in zip(got, ref))
+    if not same_losses and _close(_params(model), _params(ref_model), atol=1e-6):
+        _fail(name, f"the weights end as the reference loop's, but the returned losses {rates(got)} are not the {rates(ref)} each train_step "
+                    f"returned ({what}): record the loss train_step returns, the loss of the batch it trained on before its update")
+    if not same_losses or not _close(_params(model), _params(ref_model), atol=1e-6):
         _fail(name, f"one batch, one optimizer step and one scheduler step per step, in that order, but the losses {rates(got)} differ from the "
                     f"reference's {rates(ref)} ({what}): does your train_step pass check_train_step, and does the loop pass it pad_id and clip?")
+    n += 1
+    other = _V - 1                                                       # another pad id: the loop must hand on the one it is given
+    got, _, model = _loop(fn, steps, other, clip)
+    ref, _, ref_model = _loop(_reference_loop, steps, other, clip)
+    if not _close(_params(model), _params(ref_model), atol=1e-6):
+        zero = _loop(lambda m, nb, s, o, sc, p, c: _reference_loop(m, nb, s, o, sc, 0, c), steps, other, clip)[2]
+        why = ("the loop passes pad id 0 to train_step, not its pad_id argument" if _close(_params(model), _params(zero), atol=1e-6)
+               else "the weights differ from the reference loop's")
+        _fail(name, f"{why} (steps={steps}, pad_id {other}, clip {clip})")
     n += 1
     _passed(name, n)
