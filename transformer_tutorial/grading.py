@@ -5,9 +5,9 @@
 # %% auto #0
 __all__ = ['LAYOUTS', 'IGNORED', 'TOOLS', 'PACKAGE', 'MIN_STATEMENTS', 'COLUMNS', 'Exercise', 'course_exercises',
            'find_submissions', 'identify', 'reference_uses', 'fingerprint', 'reference_sources',
-           'reference_fingerprints', 'copies', 'tampering', 'Limits', 'landlock_abi', 'isolation', 'grade_submission',
-           'feedback_markdown', 'Grades', 'printable', 'grade_folder', 'honest_solutions', 'disguises',
-           'copy_detector_rates']
+           'reference_fingerprints', 'reference_code_prints', 'copies', 'tampering', 'Limits', 'landlock_abi',
+           'isolation', 'grade_submission', 'feedback_markdown', 'Grades', 'printable', 'grade_folder',
+           'honest_solutions', 'disguises', 'copy_detector_rates']
 
 # %% ../nbs/15a_grading.ipynb #3b5edc59
 from typing import Dict, List, Optional, Union
@@ -334,6 +334,35 @@ def reference_fingerprints(ex: Exercise) -> Dict[str, str]:
     given = {fingerprint(fn) for s in ex.solutions for tree in [_code(strip_solutions(s))] if tree for _, fn in _functions(tree)}
     return {fp: w for fp, w in where.items() if fp is not None and fp not in given}  # what the student is given is no copy
 
+def _code_objects(source):
+    "(qualified name, code object) of each function and method `_functions` finds in `source`, compiled as the kernel compiles it."
+    tree = _code(source)
+    if tree is None: return []
+    defs = {n.name: isinstance(n, ast.ClassDef) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    try: module = compile("\n".join(map(_python_line, source.splitlines())), "<reference>", "exec")
+    except (SyntaxError, ValueError): return []
+    found = []
+    for k in (k for k in module.co_consts if hasattr(k, "co_code") and k.co_name in defs):
+        found += [(f"{k.co_name}.{m.co_name}", m) for m in k.co_consts if hasattr(m, "co_code")] if defs[k.co_name] else [(k.co_name, k)]
+    return found
+
+def reference_code_prints(ex: Exercise) -> Dict[str, str]:
+    "code print (`_code_print`) -> where it is, for each function and method of the exercise's references that has a fingerprint (`reference_fingerprints`): what the objects a notebook leaves in its kernel are compared with."
+    prints, fps = {}, reference_fingerprints(ex)
+    for place, source in reference_sources(ex):
+        statics = {qual: fingerprint(fn) for qual, fn in _functions(_code(source) or ast.Module([], []))}
+        for qual, code in _code_objects(source):
+            if statics.get(qual) in fps: prints.setdefault(_code_print(code), f"{place}.{qual}" if place.startswith(PACKAGE) else f"{qual} of {place}")
+    return prints
+
+def _runs_a_copy(prints, ex: Exercise, flagged: List[str]) -> List[str]:
+    "One line for each function the kernel holds under one of the exercise's names whose code print is a reference's, unless its cells' copy is flagged already: a copy obtained at run time."
+    if not isinstance(prints, dict): return []
+    refs, said = reference_code_prints(ex), " ".join(flagged)
+    return [printable(f"{name} runs the code of {refs[p]} (its bytecode, compared in the kernel), which the notebook's cells do not hold")[:300]
+            for name, fns in prints.items() if isinstance(fns, dict) for qual, p in fns.items()
+            if p in refs and f"{qual} is a copy of" not in said]
+
 def copies(sources: List[str], references: Dict[str, str]) -> List[str]:
     "Each function in `sources` whose fingerprint is one of `references`', and what it copies."
     return [f"{qual} is a copy of {references[fp]}" for tree in filter(None, map(_code, sources))
@@ -650,6 +679,7 @@ def _operate(ns, req):
         if req["name"] not in ns: raise NameError(f"name {req['name']!r} is not defined")
         return _hold(ns[req["name"]])
     if op == "release": return _HELD.clear()
+    if op == "prints": return {name: _code_prints(ns[name]) for name in req["names"] if name in ns}
     obj = _HELD[req["id"]]
     if op == "call":
         seen = {}
@@ -679,6 +709,32 @@ def _operate(ns, req):
     if op == "bool": return bool(obj)
     if op == "value": return _wire(obj, _hold, {})
     raise ValueError(f"unknown operation {op!r}")
+
+def _functions_of(obj):
+    "(qualified name, function) of `obj` when it is a function, or of each method a class defines (but its constructor, which the exercise dictates)."
+    import types
+    if isinstance(obj, types.FunctionType): return [(obj.__name__, obj)]
+    if not isinstance(obj, type): return []
+    found = []
+    for name, v in vars(obj).items():
+        v = getattr(v, "__func__", getattr(v, "fget", v))   # a staticmethod, classmethod or property: its function
+        if isinstance(v, types.FunctionType) and name != "__init__": found.append((f"{obj.__name__}.{name}", v))
+    return found
+
+def _code_print(code) -> str:
+    "A hash of what a code object runs: its bytecode, constants (the code objects among them the same way), names and local names; not where it was written (file, lines), so a copy made at run time (decoded, read from a file, exec'd) prints as its original."
+    h = hashlib.sha256()
+    def walk(c):
+        h.update(c.co_code)
+        for k in c.co_consts:   # a frozenset's order changes with the hash seed: sorted
+            walk(k) if hasattr(k, "co_code") else h.update((repr(sorted(map(repr, k))) if isinstance(k, frozenset) else repr(k)).encode())
+        h.update(repr((c.co_names, c.co_varnames, c.co_freevars, c.co_cellvars)).encode())
+    walk(code)
+    return h.hexdigest()
+
+def _code_prints(obj) -> Dict[str, str]:
+    "qualified name -> `_code_print` of each function of `obj` (`_functions_of`)."
+    return {qual: _code_print(fn.__code__) for qual, fn in _functions_of(obj)}
 
 def _serve(ns, request: str) -> str:
     "Run in the student's kernel by the grader: do the operations `request` (JSON) asks on the student's objects, first those deferred; the last one's answer, or the exception raised, as JSON."
@@ -950,6 +1006,31 @@ def _landlock(writable: List[str], ports: List[int], readable: Optional[List[tup
     call(446, ruleset, 0)
     os.close(ruleset)
 
+_SECCOMP_ARCH = {"x86_64": (0xC000003E, 41, 425), "amd64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425), "arm64": (0xC00000B7, 198, 425)}
+
+def _no_datagrams() -> bool:
+    "A seccomp filter on this process and all it starts: a socket fails with EACCES unless it is a Unix or netlink socket or a TCP stream (which Landlock confines), so no UDP, raw or packet socket sends anything; io_uring (which opens sockets past the filter) and system calls of another ABI are refused too. False where it cannot be set (not x86-64 or arm64 Linux)."
+    import ctypes, platform, struct
+    arch = _SECCOMP_ARCH.get(platform.machine().lower())
+    if not sys.platform.startswith("linux") or arch is None: return False
+    audit, socket_nr, uring_nr = arch
+    LD, JEQ, JSET, AND, RET = 0x20, 0x15, 0x45, 0x54, 0x06   # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JSET|K, BPF_ALU|AND|K, BPF_RET|K
+    prog = [("", LD, None, None, 4), ("", JEQ, None, "deny", audit),        # seccomp_data: nr at 0, arch at 4, args from 16
+            ("", LD, None, None, 0), ("", JSET, "deny", None, 0x40000000), ("", JEQ, "deny", None, uring_nr),
+            ("", JEQ, None, "allow", socket_nr), ("", LD, None, None, 16),   # socket(domain, type, protocol)
+            ("", JEQ, "allow", None, 1), ("", JEQ, "allow", None, 16),       # AF_UNIX, AF_NETLINK
+            ("", JEQ, "inet", None, 2), ("", JEQ, "inet", "deny", 10),        # AF_INET, AF_INET6
+            ("inet", LD, None, None, 24), ("", AND, None, None, 0xF), ("", JEQ, None, "deny", 1),  # SOCK_STREAM, flags aside
+            ("", LD, None, None, 32), ("", JEQ, "allow", None, 0), ("", JEQ, "allow", "deny", 6),  # protocol 0 or IPPROTO_TCP
+            ("allow", RET, None, None, 0x7FFF0000), ("deny", RET, None, None, 0x00050000 | 13)]   # SECCOMP_RET_ALLOW, _ERRNO|EACCES
+    at = {label: i for i, (label, *_) in enumerate(prog) if label}
+    jump = lambda i, label: 0 if label is None else at[label] - i - 1
+    code = b"".join(struct.pack("HBBI", op, jump(i, t), jump(i, f), k) for i, (_, op, t, f, k) in enumerate(prog))
+    class Prog(ctypes.Structure): _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0): return False                                # PR_SET_NO_NEW_PRIVS
+    return libc.prctl(22, 2, ctypes.byref(Prog(len(prog), code)), 0, 0) == 0    # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+
 def _confine():
     "The launcher of a grading kernel (`python -c ... KERNEL ARGV`): set the limits that $TT_CONFINE gives, confine reads and writes with Landlock when asked, then become the kernel."
     import resource
@@ -968,6 +1049,7 @@ def _confine():
             ports = [info[k] for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port") if k in info]
             readable.append((argv[argv.index("-f") + 1], _READ))   # the kernel reads its connection file again
         _landlock(config["writable"], ports, readable)
+        _no_datagrams()
     os.execv(argv[0], argv)
 
 def isolation(sandbox: bool = True) -> str:
@@ -978,8 +1060,11 @@ def isolation(sandbox: bool = True) -> str:
     if not abi:
         why = "not available here" if sandbox else "turned off"
         return f"no sandbox (Landlock is {why}): a kernel can write where the grader can; the submissions folder is put back as it was; {watch}"
-    return (f"Landlock ABI {abi}: each kernel writes only in its own folder" + (", opens no TCP connection" if abi >= 4 else "")
-            + (", signals no process outside" if abi >= 6 else "") + f"; {watch}")
+    import platform
+    udp = sys.platform.startswith("linux") and platform.machine().lower() in _SECCOMP_ARCH
+    return (f"Landlock ABI {abi}: each kernel reads only its own folder, the Python installation and the package's code, "
+            "writes only in its own folder" + (", opens no TCP connection" if abi >= 4 else "") + (", sends no UDP (seccomp)" if udp else "")
+            + (", signals no process outside" if abi >= 6 else "") + f"; what it leaves running is ended with it; {watch}")
 
 # %% ../nbs/15a_grading.ipynb #73da6884
 def _processes():
@@ -1280,13 +1365,13 @@ def _kernel_env(box, token, limits, confined, hidden=()):
     env["TT_CONFINE"] = json.dumps({"rlimits": rlimits, "landlock": confined, "writable": [str(box), "/dev/null"], "hidden": [str(h) for h in hidden]})
     return env
 
-async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined, hidden=()):
-    "Run `nb` cell by cell in a kernel confined to `box`; the cells in `judged` (index -> (check, argument)) are judged by `verdict` instead. Returns what happened."
+async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined, hidden=(), names=()):
+    "Run `nb` cell by cell in a kernel confined to `box`; the cells in `judged` (index -> (check, argument)) are judged by `verdict` instead; at the end, the code prints of what `names` hold in the kernel (`_code_prints`). Returns what happened."
     import subprocess, uuid
     from time import monotonic
     from jupyter_core.utils import ensure_async
     from nbclient.exceptions import DeadKernelError
-    errors, verdicts, notes, state = {}, {}, [], {"status": "ok"}
+    errors, verdicts, notes, state, prints = {}, {}, [], {"status": "ok"}, {}
     def record(cell, cell_index, execute_reply):
         c = execute_reply["content"]
         errors[cell_index] = f"{c['ename']}: {c['evalue']}" if c["status"] == "error" else None
@@ -1337,6 +1422,9 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined,
                 except DeadKernelError:
                     state["died"] = True
                 if watch and watch.breach or state.get("died") or not await client.km.is_alive(): break
+            if names and not (watch and watch.breach) and not client.overflowed and await client.km.is_alive():  # what runs, not what is written
+                found = await _ask_kernel(client, {"op": "prints", "names": list(names)}, monotonic() + 30, 30)
+                prints = found.get("ok") if isinstance(found.get("ok"), dict) else {}
     finally:
         if watch: watch.stop.set()
         _sweep(token)
@@ -1349,7 +1437,7 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined,
     elif state.get("died") or any(v and v.startswith("not run: the kernel died") for v in verdicts.values()):
         state["status"] = "crashed"
         notes.append("the kernel died (the code ended its process, or it ran out of memory): later cells did not run")
-    return {"errors": errors, "verdicts": verdicts, "notes": notes, "status": state["status"]}
+    return {"errors": errors, "verdicts": verdicts, "notes": notes, "status": state["status"], "prints": prints}
 
 # %% ../nbs/15a_grading.ipynb #0ca36fb0
 def _guarded(source: str, checks: List[str], tag: str) -> str:
@@ -1397,7 +1485,8 @@ def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, referenc
             if g in ex.checks: c.source = _guarded(c.source, [*available, *_IN_KERNEL], tag)   # for a check that ends up running in the kernel
         for sub in ("work", "home", "tmp"): (box / sub).mkdir()
         (box / "work" / f"{ex.name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")  # the kernel's folder holds the notebook alone
-        report = run_sync(_run_notebook)(nb, box, limits, verdict, judged, kernel_name, sandbox and landlock_abi() > 0, hidden)
+        report = run_sync(_run_notebook)(nb, box, limits, verdict, judged, kernel_name, sandbox and landlock_abi() > 0, hidden, ex.names)
+    integrity += _runs_a_copy(report["prints"], ex, integrity)
     ended = {"crashed": "the kernel died", "stopped": "its kernel was stopped", "timed out": "the notebook ran out of time"}.get(report["status"])
     checks = []
     for g in ex.checks:
