@@ -400,6 +400,29 @@ def test_one_verdict_process_gives_honest_work_its_points_whatever_it_judged_bef
     assert got == [2, 3, 3, 2], got
 
 
+def test_a_table_of_answers_to_one_run_s_inputs_fails_the_next_run():
+    "The checks' random inputs are drawn with their seeds shifted by a number the grader draws per run: answers memorized for one run's inputs (here the reference's outputs, by the bytes of the inputs) pass that run and fail another."
+    from transformer_tutorial.attention import scaled_dot_product_attention as reference
+    from transformer_tutorial.checks.core import _INPUTS
+    table = {}
+    def key(*args): return b"".join(a.detach().numpy().tobytes() for a in args if isinstance(a, torch.Tensor))
+    def record(*args, **kw):
+        table[key(*args, *kw.values())] = out = reference(*args, **kw)
+        return out
+    def memorized(*args, **kw):
+        if key(*args, *kw.values()) not in table: raise KeyError("an input it has not seen")
+        return table[key(*args, *kw.values())]
+    try:
+        _INPUTS["seed"] = 1234
+        with contextlib.redirect_stdout(io.StringIO()): checks.check_scaled_dot_product_attention(record)
+        with contextlib.redirect_stdout(io.StringIO()) as out: checks.check_scaled_dot_product_attention(memorized)
+        assert out.getvalue().startswith("✓ ")
+        _INPUTS["seed"] = 98765
+        with pytest.raises(AssertionError, match="an input it has not seen"): checks.check_scaled_dot_product_attention(memorized)
+    finally: _INPUTS["seed"] = 0
+    assert len({grading._run_seed() for _ in range(5)}) > 1   # the grader's draw, anew for each run
+
+
 def test_a_symbolic_link_is_refused_kept_and_named_printably(tmp_path, capsys):
     "A submission that is a link (to a classmate's notebook, the solution, a folder) runs nowhere: a row says so, the link stays; a name with escape sequences is printed without them."
     target = tmp_path / "elsewhere"
@@ -975,5 +998,5 @@ def test_every_solution_gets_full_marks_and_every_handed_out_version_none_in_any
             elif kind == "handed out": assert got == (e, 0.0, got[2], "ok") and "NotImplementedError" in row["first_failure"], (kind, row)
             else:
                 assert 0 < got[1] < got[2] and got[3] == "ok", (kind, row)
-                wrong.setdefault(e, set()).add((got[1], row["first_failure"]))
-    assert all(len(seen) == 1 for seen in wrong.values()), wrong   # a wrong notebook gets the same verdict in either order
+                wrong.setdefault(e, set()).add((got[1], row["first_failure"].split(":")[0]))
+    assert all(len(seen) == 1 for seen in wrong.values()), wrong   # the same check fails in either order, on either run's inputs

@@ -904,11 +904,12 @@ class _Loopback(_Link):
 
 _IN_KERNEL = ("check_train_step", "check_train_loop")  # they hand the student's code a model and an optimizer of their own, which the wire cannot send
 
-def _verdict_main(memory: Optional[int] = None):
-    "The verdict process (`python -c 'from transformer_tutorial.grading import _verdict_main; _verdict_main()'`): imports the course's checks before any student's code runs, then runs the check each line of stdin names against a proxy of the student's object, and answers with its verdict. Each check starts from the same state whatever ran before it: a new link, and the random state seeded alike. Its address space is limited to `memory` bytes, once the checks are imported: a module config sent from a kernel cannot make it build a model of any size."
+def _verdict_main(memory: Optional[int] = None, seed: int = 0):
+    "The verdict process (`python -c 'from transformer_tutorial.grading import _verdict_main; _verdict_main()'`): imports the course's checks before any student's code runs, then runs the check each line of stdin names against a proxy of the student's object, and answers with its verdict. Each check starts from the same state whatever ran before it: a new link, and the random state seeded alike. Its address space is limited to `memory` bytes, once the checks are imported: a module config sent from a kernel cannot make it build a model of any size. The checks' random inputs are drawn with their seeds shifted by `seed`, which the grader draws for each run."
     import contextlib, resource, torch
     from transformer_tutorial import checks
-    from transformer_tutorial.checks.core import _Skipped
+    from transformer_tutorial.checks.core import _Skipped, _INPUTS
+    _INPUTS["seed"] = seed
     if memory:
         try: resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         except (ValueError, OSError): pass
@@ -1193,15 +1194,20 @@ def _size(n):
 # %% ../nbs/15a_grading.ipynb #f882187f
 _ANSWER_LIMIT = 64 << 20  # characters: the largest answer the grader takes from a kernel
 
+def _run_seed() -> int:
+    "A seed for the checks' inputs, drawn anew for each run of the grader (`_verdict_main`)."
+    return int.from_bytes(os.urandom(3), "big")
+
 class _Verdict:
     "A process of the grader's own that imports the course's checks before any submission runs and runs them against proxies of the student's objects: no code of the student's runs in it. A check whose conversation did not end as agreed (an error of the grader's, a kernel that stopped answering) leaves no half-read line behind: the process is replaced."
-    def __init__(self, memory: Optional[int] = None):
+    def __init__(self, memory: Optional[int] = None, seed: Optional[int] = None):
         self.proc, self.checks, self.unsendable, self.memory = None, None, None, memory or Limits().address_space()
+        self.seed = _run_seed() if seed is None else seed
         self._start()
 
     def _start(self):
         import subprocess
-        self.proc = subprocess.Popen([sys.executable, "-c", f"from transformer_tutorial.grading import _verdict_main; _verdict_main({self.memory})"],
+        self.proc = subprocess.Popen([sys.executable, "-c", f"from transformer_tutorial.grading import _verdict_main; _verdict_main({int(self.memory)}, {int(self.seed)})"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, encoding="utf-8",
                                      env=dict(os.environ, TT_VERDICT=_VERDICT_MARK))
         self.ready_line = None
@@ -1685,7 +1691,8 @@ def grade_folder(folder: Union[str, Path], out: Union[str, Path] = "grades.csv",
     verdicts, running, lock, suspects = Queue(), set(), threading.Lock(), {}
     reaping = _reaping()   # from now until the verdict processes are closed: what a kernel leaves behind is ended
     reaping.__enter__()
-    for _ in range(jobs if new else 0): verdicts.put(_Verdict(limits.address_space()))  # each imports the checks now, before any submission's code runs
+    seed = _run_seed()   # one for the run: every notebook meets the same inputs, and the next run other ones
+    for _ in range(jobs if new else 0): verdicts.put(_Verdict(limits.address_space(), seed))  # each imports the checks now, before any submission's code runs
     def grade(key, job):
         verdict = verdicts.get()
         with lock: running.add(key)
