@@ -376,6 +376,22 @@ def test_confine_keeps_reads_and_writes_in_the_submissions_folder(tmp_path):
     assert isolation(sandbox=False).startswith("no sandbox (Landlock is turned off)")
 
 
+def test_no_read_rule_reaches_the_solution_notebooks(tmp_path, monkeypatch):
+    "The package installed in an environment's site-packages (as from the wheel): its code and every other package readable, its solution notebooks not, though the environment's folder holds them; nor the class."
+    site = tmp_path / "venv" / "lib" / "site-packages"
+    (site / "transformer_tutorial" / "exercises").mkdir(parents=True)
+    for f in ("exercises/ex01_attention.ipynb", "grading.py"): (site / "transformer_tutorial" / f).write_text("")
+    (site / "torch").mkdir()
+    (tmp_path / "venv" / "class").mkdir()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    readable = [p for p, rights in grading._readable([str(tmp_path / "venv" / "class")]) if rights & grading._READ]
+    for secret in (site / "transformer_tutorial" / "exercises" / "ex01_attention.ipynb", exercise_folder() / "ex01_attention.ipynb",
+                   tmp_path / "venv" / "class"):
+        assert not any(p == secret or p in secret.parents for p in readable), secret
+    assert site / "torch" in readable and site / "transformer_tutorial" / "grading.py" in readable
+
+
 @NEEDS_PROC
 def test_the_verdict_process_has_a_memory_limit():
     "Its address space is capped (a module config sent from a kernel once made it build a 3.4 GB model)."

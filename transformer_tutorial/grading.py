@@ -970,12 +970,11 @@ def _readable(hidden: List[str]) -> List[tuple]:
         rules.append((path, _LIST))   # a folder above something hidden: listed, and each of its entries but that one granted
         for child in sorted(path.iterdir()): grant(child)
     places = [*_SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable), *filter(None, sys.path)]
-    for place in dict.fromkeys(Path(p).resolve() for p in places if os.path.exists(p)):
-        pkg = place / PACKAGE
-        if pkg.is_dir():   # the package itself: its code, not the solution notebooks (`exercises`)
-            hidden.append((pkg / "exercises").resolve())
-            if place.name not in ("site-packages", "dist-packages"):   # a repository (an editable install): the package alone
-                rules.append((place, _LIST)); grant(pkg.resolve()); continue
+    places = list(dict.fromkeys(Path(p).resolve() for p in places if os.path.exists(p)))
+    hidden += [(p / PACKAGE / "exercises").resolve() for p in places if (p / PACKAGE).is_dir()]  # the solution notebooks, wherever
+    for place in places:                                                                      # a place holds the package
+        if (place / PACKAGE).is_dir() and place.name not in ("site-packages", "dist-packages"):  # a repository (an editable
+            rules.append((place, _LIST)); grant((place / PACKAGE).resolve()); continue          # install): the package alone
         grant(place)
     return rules
 
