@@ -1062,7 +1062,7 @@ def isolation(sandbox: bool = True) -> str:
         return f"no sandbox (Landlock is {why}): a kernel can write where the grader can; the submissions folder is put back as it was; {watch}"
     import platform
     udp = sys.platform.startswith("linux") and platform.machine().lower() in _SECCOMP_ARCH
-    return (f"Landlock ABI {abi}: each kernel reads only its own folder, the Python installation and the package's code, "
+    return (f"Landlock ABI {abi}: each kernel reads only its own folder, the system's libraries and settings, the Python installation and the package's code, "
             "writes only in its own folder" + (", opens no TCP connection" if abi >= 4 else "") + (", sends no UDP (seccomp)" if udp else "")
             + (", signals no process outside" if abi >= 6 else "") + f"; what it leaves running is ended with it; {watch}")
 
