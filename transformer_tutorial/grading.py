@@ -356,12 +356,12 @@ def reference_code_prints(ex: Exercise) -> Dict[str, str]:
     return prints
 
 def _runs_a_copy(prints, ex: Exercise, flagged: List[str]) -> List[str]:
-    "One line for each function the kernel holds under one of the exercise's names whose code print is a reference's, unless its cells' copy is flagged already: a copy obtained at run time."
+    "One line for each function the kernel holds under one of the exercise's names whose code print is a reference's, unless the reader flagged that name already (`flagged`: its import, its attribute, its copy): a copy obtained at run time."
     if not isinstance(prints, dict): return []
     refs, said = reference_code_prints(ex), " ".join(flagged)
     return [printable(f"{name} runs the code of {refs[p]} (its bytecode, compared in the kernel), which the notebook's cells do not hold")[:300]
-            for name, fns in prints.items() if isinstance(fns, dict) for qual, p in fns.items()
-            if p in refs and f"{qual} is a copy of" not in said]
+            for name, fns in prints.items() if isinstance(fns, dict) and not re.search(rf"\b{re.escape(str(name))}\b", said)
+            for qual, p in fns.items() if p in refs]
 
 def copies(sources: List[str], references: Dict[str, str]) -> List[str]:
     "Each function in `sources` whose fingerprint is one of `references`', and what it copies."
@@ -1467,8 +1467,8 @@ def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, referenc
     limits = limits or Limits()
     cells = _grade_cells(nb)
     own = [c.source for c in nb.cells if c.cell_type == "code" and not any(c is k for k in cells.values())]
-    integrity = reference_uses(own, ex.names) + copies(own, reference_fingerprints(ex) if references is None else references) \
-        + tampering(own, _check_names(ex))
+    reference = reference_uses(own, ex.names) + copies(own, reference_fingerprints(ex) if references is None else references)
+    integrity = reference + tampering(own, _check_names(ex))
     notes = [f"{_short(g, ex.name)} was edited: the original ran" for g, c in cells.items() if g in ex.checks and c.source != ex.checks[g][0]]
     notes += [f"{_short(g, ex.name)} is missing (deleted?): 0 points" for g in ex.checks if g not in cells]
     for g, c in cells.items():
@@ -1491,7 +1491,7 @@ def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, referenc
         for sub in ("work", "home", "tmp"): (box / sub).mkdir()
         (box / "work" / f"{ex.name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")  # the kernel's folder holds the notebook alone
         report = run_sync(_run_notebook)(nb, box, limits, verdict, judged, kernel_name, sandbox and landlock_abi() > 0, hidden, ex.names)
-    integrity += _runs_a_copy(report["prints"], ex, integrity)
+    integrity += _runs_a_copy(report["prints"], ex, reference)
     ended = {"crashed": "the kernel died", "stopped": "its kernel was stopped", "timed out": "the notebook ran out of time"}.get(report["status"])
     checks = []
     for g in ex.checks:
@@ -1688,10 +1688,7 @@ def grade_folder(folder: Union[str, Path], out: Union[str, Path] = "grades.csv",
     references = {name: reference_fingerprints(exercises[name]) for name in {j["exercise"] for j in new.values()}}
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(new)))
     verdicts, running, lock, suspects = Queue(), set(), threading.Lock(), {}
-    reaping = _reaping()   # from now until the verdict processes are closed: what a kernel leaves behind is ended
-    reaping.__enter__()
     seed = _run_seed()   # one for the run: every notebook meets the same inputs, and the next run other ones
-    for _ in range(jobs if new else 0): verdicts.put(_Verdict(limits.address_space(), seed))  # each imports the checks now, before any submission's code runs
     def grade(key, job):
         verdict = verdicts.get()
         with lock: running.add(key)
@@ -1702,7 +1699,10 @@ def grade_folder(folder: Union[str, Path], out: Union[str, Path] = "grades.csv",
                 if snapshot.moved():  # the class's files changed while these ran: each of them is a suspect
                     for k in running: suspects[k] = sorted(running - {k})
                 running.discard(key)
+    reaping = _reaping()   # from now until the verdict processes are closed: what a kernel leaves behind is ended
+    reaping.__enter__()
     try:
+        for _ in range(jobs if new else 0): verdicts.put(_Verdict(limits.address_space(), seed))  # each imports the checks now, before any submission's code runs
         with ThreadPoolExecutor(jobs) as pool:
             futures = {pool.submit(grade, k, j): j for k, j in new.items()}
             for f in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="notebook", disable=not progress or not futures):
