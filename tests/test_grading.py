@@ -416,6 +416,27 @@ def test_one_verdict_process_gives_honest_work_its_points_whatever_it_judged_bef
     assert got == [2, 3, 3, 2], got
 
 
+def test_a_check_cut_in_the_middle_leaves_nothing_for_the_next(monkeypatch):
+    "The grader's side of a conversation fails mid-check (here the kernel's answer cannot be had): the verdict process, which still waits for that answer, is replaced, so the next check reads its own questions and passes, not the rest of the last one."
+    import asyncio
+    from transformer_tutorial.masks import causal_mask
+    ns, fail = {"causal_mask": causal_mask}, {"now": False}
+    async def kernel(client, question, deadline, seconds):   # the student's kernel, in this process
+        if fail["now"] and question["op"] != "lookup": raise RuntimeError("the kernel's answer was lost")
+        return json.loads(grading._serve(ns, json.dumps(question)))
+    monkeypatch.setattr(grading, "_ask_kernel", kernel)
+    verdict = grading._Verdict()
+    try:
+        verdict.ready()
+        first, fail["now"] = verdict.proc.pid, True
+        with pytest.raises(RuntimeError, match="answer was lost"): asyncio.run(verdict.check(None, "check_causal_mask", "causal_mask", 60))
+        fail["now"] = False
+        assert verdict.proc.pid != first and asyncio.run(verdict.check(None, "check_causal_mask", "causal_mask", 60)) is None
+    finally:
+        verdict.close()
+        grading._HELD.clear()
+
+
 def test_a_table_of_answers_to_one_run_s_inputs_fails_the_next_run():
     "The checks' random inputs are drawn with their seeds shifted by a number the grader draws per run: answers memorized for one run's inputs (here the reference's outputs, by the bytes of the inputs) pass that run and fail another."
     from transformer_tutorial.attention import scaled_dot_product_attention as reference
