@@ -698,7 +698,7 @@ def test_no_cheat_scores_above_the_untouched_notebook_and_each_is_flagged_or_sto
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     rows = _rows(root / "out" / "grades.csv")
     print(f"graded {len(rows)} notebooks in {took:.0f} s ({r.stdout.strip().splitlines()[-1]})")
-    for row in rows: print(f"{row['student']:6} {row['points']:>4}  {row['status']:10} {(row['integrity'] or row['notes'])[:110]}")
+    for row in rows: print(f"{grading.printable(row['student']):6} {row['points']:>4}  {row['status']:10} {(row['integrity'] or row['notes'])[:110]}")
     by = {row["student"]: row for row in rows}
     harms = cheats["harms"]
     cheats = {k: v for k, v in cheats.items() if k not in ("harms", "received")}
