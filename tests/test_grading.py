@@ -344,28 +344,140 @@ out["remove elsewhere"] = attempt(lambda: os.remove(sys.argv[2]))
 out["big file"] = attempt(lambda: open(os.path.join(sys.argv[1], "big"), "wb").write(b"x" * (2 << 20)))
 out["connect"] = attempt(lambda: socket.create_connection(("127.0.0.1", int(sys.argv[3])), timeout=5).close())
 out["signal the parent"] = attempt(lambda: os.kill(os.getppid(), 0))
+out["udp"] = attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"grades", ("127.0.0.1", 9)))
+out["read own folder"] = attempt(lambda: open(os.path.join(sys.argv[1], "mine.txt")).read())
+out["read elsewhere"] = attempt(lambda: open(sys.argv[2]).read())
+out["read a solution notebook"] = attempt(lambda: open(SOLUTION).read())
+out["read the package"] = attempt(lambda: open(PACKAGE_FILE).read())
 print(json.dumps(out))
 '''
 
-def test_confine_keeps_writes_in_the_submissions_folder(tmp_path):
+def test_confine_keeps_reads_and_writes_in_the_submissions_folder(tmp_path):
     import socket
     own, victim = tmp_path / "box", tmp_path / "ada.ipynb"
     own.mkdir(); victim.write_text("as handed in")
     server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen()
-    try: out = _confined(PROBE.replace("sys.argv[1]", repr(str(own))).replace("sys.argv[2]", repr(str(victim)))
+    probe = PROBE.replace("SOLUTION", repr(str(exercise_folder() / "ex01_attention.ipynb"))).replace("PACKAGE_FILE", repr(grading.__file__))
+    try: out = _confined(probe.replace("sys.argv[1]", repr(str(own))).replace("sys.argv[2]", repr(str(victim)))
                          .replace("int(sys.argv[3])", str(server.getsockname()[1])), tmp_path, [str(own), "/dev/null"])
     finally: server.close()
     abi = landlock_abi()
     print(abi, out)
-    assert out["own folder"] == "done" and out["big file"] == "OSError"  # RLIMIT_FSIZE everywhere
+    assert out["own folder"] == out["read own folder"] == out["read the package"] == "done" and out["big file"] == "OSError"  # RLIMIT_FSIZE everywhere
     if abi:  # what Landlock refuses (this machine has it: the CI machines are recent Linux)
         assert out["elsewhere"] == out["remove elsewhere"] == "PermissionError" and victim.read_text() == "as handed in"
+        assert out["read elsewhere"] == out["read a solution notebook"] == "PermissionError"   # a classmate's notebook, the grades
         if abi >= 4: assert out["connect"] == "PermissionError"
+        if grading._SECCOMP_ARCH.get(__import__("platform").machine().lower()): assert out["udp"] == "PermissionError"
         if abi >= 6: assert out["signal the parent"] == "PermissionError"
         assert isolation().startswith(f"Landlock ABI {abi}")
     else:
         assert out["elsewhere"] == "done" and isolation().startswith("no sandbox")
     assert isolation(sandbox=False).startswith("no sandbox (Landlock is turned off)")
+
+
+def test_no_read_rule_reaches_the_solution_notebooks(tmp_path, monkeypatch):
+    "The package installed in an environment's site-packages (as from the wheel): its code and every other package readable, its solution notebooks not, though the environment's folder holds them; nor the class."
+    site = tmp_path / "venv" / "lib" / "site-packages"
+    (site / "transformer_tutorial" / "exercises").mkdir(parents=True)
+    for f in ("exercises/ex01_attention.ipynb", "grading.py"): (site / "transformer_tutorial" / f).write_text("")
+    (site / "torch").mkdir()
+    (tmp_path / "venv" / "class").mkdir()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    readable = [p for p, rights in grading._readable([str(tmp_path / "venv" / "class")]) if rights & grading._READ]
+    for secret in (site / "transformer_tutorial" / "exercises" / "ex01_attention.ipynb", exercise_folder() / "ex01_attention.ipynb",
+                   tmp_path / "venv" / "class"):
+        assert not any(p == secret or p in secret.parents for p in readable), secret
+    assert site / "torch" in readable and site / "transformer_tutorial" / "grading.py" in readable
+
+
+@NEEDS_PROC
+def test_the_verdict_process_has_a_memory_limit():
+    "Its address space is capped (a module config sent from a kernel once made it build a 3.4 GB model)."
+    verdict = grading._Verdict(3 << 30)
+    try:
+        verdict.ready()
+        line = next(l for l in Path(f"/proc/{verdict.proc.pid}/limits").read_text().splitlines() if l.startswith("Max address space"))
+        assert line.split()[3:5] == [str(3 << 30)] * 2, line
+    finally: verdict.close()
+
+
+def test_one_verdict_process_gives_honest_work_its_points_whatever_it_judged_before():
+    "Notebook after notebook on one verdict process, as `grade_folder` runs them: a wrong multi-head attention, the solution twice (once 3 then 2 of 3, `KeyError: 2`), then exercise 6's solution (once 1 of 2: its decoder check got the encoder layer's 16 parameters, asked in the check before)."
+    import copy
+    e3, e6 = "ex03_multi_head_attention", "ex06_encoder_decoder_layers"
+    sol = {e: nbformat.read(exercise_folder() / f"{e}.ipynb", as_version=4) for e in (e3, e6)}
+    wrong = nbformat.reads(_wrong(json.dumps(sol[e3]), *WRONG[e3]), as_version=4)
+    verdict = grading._Verdict()
+    try: got = [grading.grade_submission(copy.deepcopy(nb), EXERCISE_SET[e], verdict=verdict)["points"]
+                for e, nb in [(e3, wrong), (e3, sol[e3]), (e3, sol[e3]), (e6, sol[e6])]]
+    finally: verdict.close()
+    assert got == [2, 3, 3, 2], got
+
+
+def test_a_check_cut_in_the_middle_leaves_nothing_for_the_next(monkeypatch):
+    "The grader's side of a conversation fails mid-check (here the kernel's answer cannot be had): the verdict process, which still waits for that answer, is replaced, so the next check reads its own questions and passes, not the rest of the last one."
+    import asyncio
+    from transformer_tutorial.masks import causal_mask
+    ns, fail = {"causal_mask": causal_mask}, {"now": False}
+    async def kernel(client, question, deadline, seconds):   # the student's kernel, in this process
+        if fail["now"] and question["op"] != "lookup": raise RuntimeError("the kernel's answer was lost")
+        return json.loads(grading._serve(ns, json.dumps(question)))
+    monkeypatch.setattr(grading, "_ask_kernel", kernel)
+    verdict = grading._Verdict()
+    try:
+        verdict.ready()
+        first, fail["now"] = verdict.proc.pid, True
+        with pytest.raises(RuntimeError, match="answer was lost"): asyncio.run(verdict.check(None, "check_causal_mask", "causal_mask", 60))
+        fail["now"] = False
+        assert verdict.proc.pid != first and asyncio.run(verdict.check(None, "check_causal_mask", "causal_mask", 60)) is None
+    finally:
+        verdict.close()
+        grading._HELD.clear()
+
+
+def test_a_table_of_answers_to_one_run_s_inputs_fails_the_next_run():
+    "The checks' random inputs are drawn with their seeds shifted by a number the grader draws per run: answers memorized for one run's inputs (here the reference's outputs, by the bytes of the inputs) pass that run and fail another."
+    from transformer_tutorial.attention import scaled_dot_product_attention as reference
+    from transformer_tutorial.checks.core import _INPUTS
+    table = {}
+    def key(*args): return b"".join(a.detach().numpy().tobytes() for a in args if isinstance(a, torch.Tensor))
+    def record(*args, **kw):
+        table[key(*args, *kw.values())] = out = reference(*args, **kw)
+        return out
+    def memorized(*args, **kw):
+        if key(*args, *kw.values()) not in table: raise KeyError("an input it has not seen")
+        return table[key(*args, *kw.values())]
+    try:
+        _INPUTS["seed"] = 1234
+        with contextlib.redirect_stdout(io.StringIO()): checks.check_scaled_dot_product_attention(record)
+        with contextlib.redirect_stdout(io.StringIO()) as out: checks.check_scaled_dot_product_attention(memorized)
+        assert out.getvalue().startswith("✓ ")
+        _INPUTS["seed"] = 98765
+        with pytest.raises(AssertionError, match="an input it has not seen"): checks.check_scaled_dot_product_attention(memorized)
+    finally: _INPUTS["seed"] = 0
+    assert len({grading._run_seed() for _ in range(5)}) > 1   # the grader's draw, anew for each run
+
+
+def test_a_symbolic_link_is_refused_kept_and_named_printably(tmp_path, capsys):
+    "A submission that is a link (to a classmate's notebook, the solution, a folder) runs nowhere: a row says so, the link stays; a name with escape sequences is printed without them."
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "ex02_masks.ipynb").write_text(json.dumps(_nb("ex02_masks")), encoding="utf-8")
+    (tmp_path / "class" / "bo\x1b[2J").mkdir(parents=True)
+    file_link, folder_link = tmp_path / "class" / "bo\x1b[2J" / "ex02_masks.ipynb", tmp_path / "class" / "cy"
+    file_link.symlink_to(target / "ex02_masks.ipynb")
+    folder_link.symlink_to(target, target_is_directory=True)
+    assert main(["grade", str(tmp_path / "class"), "--out", str(tmp_path / "out" / "grades.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and f"bo?[2J/ex02_masks.ipynb: a symbolic link (to {target / 'ex02_masks.ipynb'})" in err, err
+    rows = {r["student"]: r for r in _rows(tmp_path / "out" / "grades.csv")}
+    assert {s: (r["exercise"], r["points"], r["max_points"], r["status"]) for s, r in rows.items()} == {
+        "bo\x1b[2J": ("ex02_masks", "0.0", "2.0", "refused"), "cy": ("", "0.0", "0.0", "refused")}
+    assert file_link.is_symlink() and folder_link.is_symlink() and (target / "ex02_masks.ipynb").is_file()
+    ex, limits = EXERCISE_SET["ex02_masks"], Limits()   # two students who hand in the same bytes are graded apart
+    assert grading._key(b"{}", ex, limits, "ada") != grading._key(b"{}", ex, limits, "ben")
 
 
 # ---------------------------------------------------------------- finding and naming submissions
@@ -478,13 +590,14 @@ def _totals(rows, students=CLASS):
 # ---------------------------------------------------------------- a class that cheats
 IMPORTS = next(c for c in _nb("ex02_masks")["cells"] if "".join(c["source"]).startswith("import torch"))
 
-def _cheat(folder, student, code=None, solved=False):
-    "`student`'s masks notebook: solved (the reference), or as handed out with `code` added to its import cell."
+def _cheat(folder, student, code=None, solved=False, padding=None):
+    "`student`'s masks notebook: solved (the reference), or as handed out with `code` added to its import cell and `padding` (when given) as its padding_mask cell."
     nb = _nb("ex02_masks")
     for cell in nb["cells"]:
         text = "".join(cell["source"])
         if cell["metadata"].get("nbgrader", {}).get("solution"):
             text = "".join(l for l in text.splitlines(keepends=True) if "### " not in l) if solved else strip_solutions(text)
+            if padding and cell["metadata"]["nbgrader"]["grade_id"] == PAD: text = padding
         if text == "".join(IMPORTS["source"]) and code: text = text + "\n" + code
         if cell["cell_type"] == "code": cell["outputs"], cell["execution_count"] = [], None
         cell["source"] = text
@@ -527,25 +640,55 @@ def _cheats(folder, out):
         "fmt": "import json as _j\ndef _forge(s, p, cycle):\n"                                                 # the same through a
                "    if s.startswith('{\"error\"') or s.startswith('{\"ok\"') and '\"changed\"' in s: s = _j.dumps({'ok': None, 'stop': ''})\n"
                "    p.text(repr(s))\nget_ipython().display_formatter.formatters['text/plain'].for_type(str, _forge)",  # display formatter
+        "vic": {"padding": "import transformer_tutorial.masks as m\nfns = [m]\npadding_mask = fns[0].padding_mask\n"},  # the reference through
+                                                                   # a list, which the reader does not follow
+        "zoe": "import subprocess\nsubprocess.Popen(['/bin/sleep', '97.25'], start_new_session=True, env={})",  # outlive their kernel,
+        "ray": "import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0: os.execve('/bin/sleep', ['sleep', '97.5'], {})\n"  # in a session
+               "    os._exit(0)",                                                                                 # of their own, no token
     }
     if landlock_abi() >= 6: cheats["kai"] = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"        # kills the grader
     return cheats
 
 
+SECRET = "earlier,ex02_masks,2.0,a grade of an earlier run"
+LINK = "lnk\x1b]0;pwned\x07\x1b[2J"   # a student folder whose name holds terminal escape sequences
+
+
+def _harms(folder, out, port):
+    "Students who do harm without a point to gain: read an earlier run's grades and a classmate's notebook into their feedback, send a datagram to `port` (UDP), raise a 20 MB message, hand in a symbolic link to a classmate's notebook."
+    read = f"def padding_mask(tokens, pad_id):\n    raise ValueError(open({str(out)!r}).read() + open({str(folder / 'ada' / 'ex02_masks.ipynb')!r}).read())\n"
+    for student, padding in (("rea", read), ("big", "def padding_mask(tokens, pad_id):\n    raise ValueError('x' * 20_000_000)\n")):
+        _cheat(folder, student, padding=padding)
+    _cheat(folder, "udo", f"import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'the grades', ('127.0.0.1', {port}))")
+    (folder / LINK).mkdir(parents=True)
+    (folder / LINK / "ex02_masks.ipynb").symlink_to(folder / "ada" / "ex02_masks.ipynb")
+    return ["rea", "udo", "big", LINK]
+
+
 @pytest.fixture(scope="module")
 def cheating_class(grader, tmp_path_factory):
-    "A class on the masks exercise: Ada solved it, Una handed it in untouched, and one student per cheat; graded once, timed."
+    "A class on the masks exercise: Ada solved it, Una handed it in untouched, one student per cheat, and the harms; graded once, timed, beside an earlier run's grades."
     root = tmp_path_factory.mktemp("cheats")
     folder, out = root / "class", root / "out" / "grades.csv"
     _cheat(folder, "ada", solved=True); _cheat(folder, "una")
     cheats = _cheats(folder, out)
-    for student, code in cheats.items(): _cheat(folder, student, code)
+    for student, code in cheats.items(): _cheat(folder, student, **(code if isinstance(code, dict) else {"code": code}))
+    import socket
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.bind(("127.0.0.1", 0))
+    cheats["harms"] = _harms(folder, out, listener.getsockname()[1])
+    out.parent.mkdir(parents=True)
+    out.write_text(f"{','.join(grading.COLUMNS)}\n{SECRET}\n", encoding="utf-8")   # what an earlier run wrote
     before = {p: p.read_bytes() for p in folder.rglob("*.ipynb")}
     start = time.time()
     r = grader.grade(["class", "--out", "out/grades.csv", "--timeout", "20", "--notebook-timeout", "60", "--memory", "1",
                       "--processes", "8", "--output", "1", "--jobs", "2"], root)
     took = time.time() - start
     time.sleep(6)  # sly's process would have written by now, had it lived
+    listener.setblocking(False)
+    try: cheats["received"] = [listener.recv(100)]
+    except BlockingIOError: cheats["received"] = []
+    listener.close()
     return root, r, before, cheats, took
 
 
@@ -555,18 +698,22 @@ def test_no_cheat_scores_above_the_untouched_notebook_and_each_is_flagged_or_sto
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     rows = _rows(root / "out" / "grades.csv")
     print(f"graded {len(rows)} notebooks in {took:.0f} s ({r.stdout.strip().splitlines()[-1]})")
-    for row in rows: print(f"{row['student']:6} {row['points']:>4}  {row['status']:10} {(row['integrity'] or row['notes'])[:110]}")
+    for row in rows: print(f"{grading.printable(row['student']):6} {row['points']:>4}  {row['status']:10} {(row['integrity'] or row['notes'])[:110]}")
     by = {row["student"]: row for row in rows}
-    assert set(by) == {"ada", "una", *cheats}
+    harms = cheats["harms"]
+    cheats = {k: v for k, v in cheats.items() if k not in ("harms", "received")}
+    assert set(by) == {"ada", "una", *cheats, *harms}
     assert (float(by["ada"]["points"]), float(by["una"]["points"])) == (2.0, 0.0)
-    for student in cheats:
-        assert float(by[student]["points"]) <= float(by["una"]["points"]), by[student]
+    for student in harms: assert float(by[student]["points"]) == 0, by[student]
+    for student in cheats:   # vic runs the reference, through a list the reader does not follow: the point stands, flagged
+        assert float(by[student]["points"]) <= float(by["una"]["points"]) or student == "vic", by[student]
         assert by[student]["integrity"] or by[student]["status"] != "ok", by[student]
     flagged = {"rex": "rebinds the check", "pat": "patches the course's package", "pax": "reaches into the interpreter's internals",
                "sam": "installs an IPython or interpreter hook", "eva": "installs an IPython or interpreter hook",
                "ian": "installs an IPython or interpreter hook", "syd": "ends or signals a process", "quinn": "ends or signals a process",
                "gil": "writes or deletes files", "fox": "starts processes", "sly": "starts processes", "del": "writes or deletes files",
-               "jon": "patches a module it imported", "fmt": "installs an IPython or interpreter hook"}
+               "jon": "patches a module it imported", "fmt": "installs an IPython or interpreter hook", "zoe": "starts processes", "vic": "runs the code of transformer_tutorial.masks.padding_mask",
+               "ray": "starts processes"}
     for student, flag in flagged.items(): assert flag in by[student]["integrity"], by[student]
     stopped = {s: by[s]["notes"] for s in ("lou", "fox", "hog", "ned")}
     assert "printed more than 1 MiB" in stopped["lou"] or "resident memory" in stopped["lou"], stopped
@@ -574,6 +721,29 @@ def test_no_cheat_scores_above_the_untouched_notebook_and_each_is_flagged_or_sto
     assert "did not stop when interrupted" in stopped["ned"] and by["quinn"]["status"] == "crashed", stopped
     for student in stopped:  # each breach is in the student's feedback too, with the limit it broke
         assert by[student]["notes"].split(";")[-1].strip() in (root / "out" / "grades_feedback" / f"{student}.md").read_text(encoding="utf-8")
+
+
+@NEEDS_PROC
+def test_no_harm_reaches_the_teacher(cheating_class):
+    "Nobody reads the grades or a classmate's notebook, nothing a kernel started outlives grading, a 20 MB message leaves the grades readable by csv's default field limit, a symbolic link is refused and kept, and no escape sequence reaches the terminal."
+    root, r, before, cheats, took = cheating_class
+    rows = {row["student"]: row for row in _rows(root / "out" / "grades.csv")}   # csv's default field limit, 131072 characters
+    rea = rows["rea"]["first_failure"]
+    assert "PermissionError" in rea and "earlier run" not in rea and "nbgrader" not in rea, rea
+    assert "PermissionError" in (root / "out" / "grades_feedback" / "rea.md").read_text(encoding="utf-8")
+    big = rows["big"]["first_failure"]
+    assert big.startswith("check_padding_mask: AssertionError: padding_mask: raised ValueError: xxx") and "more characters cut" in big, big[:300]
+    assert len(big) < 3000 and max(len(v) for row in rows.values() for v in row.values()) < 131072
+    assert (rows[LINK]["status"], rows[LINK]["points"]) == ("refused", "0.0") and "a symbolic link" in rows[LINK]["notes"], rows[LINK]
+    link = root / "class" / LINK / "ex02_masks.ipynb"
+    assert link.is_symlink() and link.resolve() == (root / "class" / "ada" / "ex02_masks.ipynb").resolve()
+    assert "\x1b" not in r.stderr + r.stdout and "\x07" not in r.stderr and "lnk?]0;pwned??[2J/ex02_masks.ipynb: a symbolic link" in r.stderr, r.stderr
+    def cmdline(pid):
+        try: return Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError: return b""
+    left = [cmdline(p) for p in os.listdir("/proc") if p.isdigit() and cmdline(p).split(b"\0")[1:2] in ([b"97.25"], [b"97.5"])]  # zoe's, ray's
+    assert left == [], left
+    assert cheats["received"] == [], cheats["received"]   # udo's datagram: refused in the kernel
 
 
 @NEEDS_PROC
@@ -585,7 +755,7 @@ def test_a_cheat_changes_no_other_students_file_or_grade(cheating_class):
     assert "**2 / 2 points**" in (root / "out" / "grades_feedback" / "ada.md").read_text(encoding="utf-8")
     assert "**0 / 2 points**" in (root / "out" / "grades_feedback" / "gil.md").read_text(encoding="utf-8")
     cache = json.loads((root / "out" / ".grades.csv.cache.json").read_text(encoding="utf-8"))
-    assert len(cache) == len(rows)  # the grader's own cache, not gil's
+    assert len(cache) == len([row for row in rows if row["status"] != "refused"])  # the grader's own cache, not gil's (the link ran nowhere)
     again = _rows(root / "out" / "grades.csv")
     assert {row["student"]: row["points"] for row in again} == {row["student"]: row["points"] for row in rows}
 
@@ -805,3 +975,65 @@ def test_exercise_10_is_graded_in_the_kernel_and_the_notes_say_why(grader, tmp_p
     for who in cheats: assert float(by[who]["points"]) == 0 and "NotImplementedError" in by[who]["first_failure"], by[who]
     assert "rebinds the check check_train_step" in by["rex"]["integrity"], by["rex"]
     assert by["zed"]["integrity"].count("reaches a namespace by hand") == 2, by["zed"]
+
+
+# ---------------------------------------------------------------- every exercise, honest and handed out, twice in shuffled orders
+WRONG = {"ex03_multi_head_attention": ("out, weights = scaled_dot_product_attention(q, k, v, mask)",   # the mask ignored
+                                       "out, weights = scaled_dot_product_attention(q, k, v, None)"),
+         "ex06_encoder_decoder_layers": ("return x + self.dropout(self.feed_forward(self.norm2(x)))",  # no residual round the
+                                         "return self.dropout(self.feed_forward(self.norm2(x)))"),     # encoder's feed-forward
+         "ex13_gpt_and_sampling": ("logits.masked_fill(logits < kth, -math.inf)", "logits.masked_fill(logits <= kth, -math.inf)")}
+TWINS = ["ex03_multi_head_attention", "ex06_encoder_decoder_layers"]  # handed in byte for byte by a second student
+
+
+def _wrong(text, old, new):
+    "The notebook `text` with `old` replaced by `new` in the one cell that holds it."
+    nb = json.loads(text)
+    cells = [c for c in nb["cells"] if old in "".join(c["source"])]
+    assert len(cells) == 1, old
+    cells[0]["source"] = "".join(cells[0]["source"]).replace(old, new)
+    return json.dumps(nb)
+
+
+@pytest.fixture(scope="module")
+def every_exercise(grader, tmp_path_factory):
+    "All 13 solution notebooks, all 13 handed-out versions, three wrong notebooks and two twins, graded by `transformer-tutorial grade --jobs 2` twice, each time in another shuffled order (the pool takes the notebooks in the students' order), each on a fresh cache."
+    import random
+    from transformer_tutorial.assignments import make_assignments
+    root = tmp_path_factory.mktemp("every")
+    make_assignments(root / "handed_out")
+    versions = {}
+    for path in sorted(exercise_folder().glob("ex*.ipynb")):
+        versions["solution", path.stem] = path.read_text(encoding="utf-8")
+        versions["handed out", path.stem] = (root / "handed_out" / path.name).read_text(encoding="utf-8")
+    for e, (old, new) in WRONG.items(): versions["wrong", e] = _wrong(versions["solution", e], old, new)
+    for e in TWINS: versions["twin", e] = versions["solution", e]
+    runs = []
+    for seed in (1, 2):
+        order = sorted(versions)
+        random.Random(seed).shuffle(order)
+        who = {f"s{i:02d}": kind for i, kind in enumerate(order)}
+        for student, (kind, e) in who.items():
+            (root / f"run{seed}" / student).mkdir(parents=True)
+            (root / f"run{seed}" / student / f"{e}.ipynb").write_text(versions[kind, e], encoding="utf-8")
+        start = time.time()
+        r = grader.grade([f"run{seed}", "--out", f"out{seed}/grades.csv", "--jobs", "2", "--timeout", "300"], root)
+        runs.append((who, r, _rows(root / f"out{seed}" / "grades.csv") if r.returncode == 0 else [], time.time() - start))
+    return runs
+
+
+def test_every_solution_gets_full_marks_and_every_handed_out_version_none_in_any_order(every_exercise):
+    wrong = {}
+    for who, r, rows, took in every_exercise:
+        assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+        print(f"graded {len(rows)} notebooks in {took:.0f} s")
+        assert len(rows) == len(who) == 31
+        for row in rows:
+            kind, e = who[row["student"]]
+            got = (row["exercise"], float(row["points"]), float(row["max_points"]), row["status"])
+            if kind in ("solution", "twin"): assert got == (e, got[2], got[2], "ok") and got[2] > 0, (kind, row)
+            elif kind == "handed out": assert got == (e, 0.0, got[2], "ok") and "NotImplementedError" in row["first_failure"], (kind, row)
+            else:
+                assert 0 < got[1] < got[2] and got[3] == "ok", (kind, row)
+                wrong.setdefault(e, set()).add((got[1], row["first_failure"].split(":")[0]))
+    assert all(len(seen) == 1 for seen in wrong.values()), wrong   # the same check fails in either order, on either run's inputs

@@ -305,11 +305,11 @@ def _make_assignments(args):
 
 def _grade(args):
     "The `grade` subcommand: one line per problem met on stderr, then what was written."
-    from transformer_tutorial.grading import Limits, grade_folder
+    from transformer_tutorial.grading import Limits, grade_folder, printable
     limits = Limits(cell_seconds=args.timeout, notebook_seconds=args.notebook_timeout, memory=args.memory << 30,
                     processes=args.processes, output=args.output << 20)
     grades = grade_folder(args.submissions, args.out, limits, jobs=args.jobs, sandbox=not args.no_sandbox)
-    for line in grades.problems: print(f"transformer-tutorial grade: {line}", file=sys.stderr)
+    for line in grades.problems: print(f"transformer-tutorial grade: {printable(line)}", file=sys.stderr)  # names as a terminal may show them
     students = len({r['student'] for r in grades.rows})
     print(f"graded {len(grades.rows)} notebooks of {students} students ({grades.reused} unchanged since the last run, not rerun): "
           f"{args.out}, feedback in {os.path.splitext(args.out)[0]}_feedback")

@@ -5,12 +5,14 @@
 # %% auto #0
 __all__ = ['LAYOUTS', 'IGNORED', 'TOOLS', 'PACKAGE', 'MIN_STATEMENTS', 'COLUMNS', 'Exercise', 'course_exercises',
            'find_submissions', 'identify', 'reference_uses', 'fingerprint', 'reference_sources',
-           'reference_fingerprints', 'copies', 'tampering', 'Limits', 'landlock_abi', 'isolation', 'grade_submission',
-           'feedback_markdown', 'Grades', 'grade_folder', 'honest_solutions', 'disguises', 'copy_detector_rates']
+           'reference_fingerprints', 'reference_code_prints', 'copies', 'tampering', 'Limits', 'landlock_abi',
+           'isolation', 'grade_submission', 'feedback_markdown', 'Grades', 'printable', 'grade_folder',
+           'honest_solutions', 'disguises', 'copy_detector_rates']
 
 # %% ../nbs/15a_grading.ipynb #3b5edc59
 from typing import Dict, List, Optional, Union
 import ast, copy, csv, hashlib, inspect, io, json, math, os, re, sys, threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 import transformer_tutorial
@@ -62,15 +64,23 @@ def _visible(path, root):
     parts = path.relative_to(root).parts
     return not (set(parts) & TOOLS or parts[-1].startswith(".") or any(p.startswith(".") for p in parts[1:-1]))
 
+def _files(top):
+    "Every file below `top` and every symbolic link (to a file or a folder, which is not entered), as paths below `top`."
+    for here, dirs, files in os.walk(top):
+        links = [d for d in dirs if os.path.islink(os.path.join(here, d))]
+        dirs[:] = sorted(d for d in dirs if d not in links)
+        yield from (Path(here, name) for name in [*files, *links])
+
 def find_submissions(folder: Union[str, Path]) -> tuple:
-    "The (student, notebook path) pairs under `folder`, and one line for each thing there that is not a submission."
+    "The (student, notebook path) pairs under `folder`, a symbolic link among them too (the grader refuses it, `_submissions`), and one line for each thing there that is not a submission."
     folder = Path(folder)
     if not folder.is_dir(): raise FileNotFoundError(f"no submissions folder at {folder}: give the folder that holds {LAYOUTS}")
     top = folder / "submitted" if (folder / "submitted").is_dir() else folder
     found, problems = [], []
-    for path in sorted(p for p in top.rglob("*") if p.is_file() and _visible(p, top) and p.name not in IGNORED):
+    for path in sorted(p for p in _files(top) if _visible(p, top) and p.name not in IGNORED):
         rel, depth = path.relative_to(folder), len(path.relative_to(top).parts)
-        if path.suffix != ".ipynb": problems.append(f"{rel}: not a notebook (.ipynb), skipped")
+        if path.is_symlink() and depth == 1: found.append((path.name, path))   # a student folder that is a link
+        elif path.suffix != ".ipynb": problems.append(f"{rel}: not a notebook (.ipynb), skipped")
         elif depth not in (2, 3): problems.append(f"{rel}: not where a submission goes ({LAYOUTS}), skipped")
         else: found.append((path.relative_to(top).parts[0], path))
     if not found: raise ValueError(f"no submissions in {folder}: expected {LAYOUTS}")
@@ -323,6 +333,35 @@ def reference_fingerprints(ex: Exercise) -> Dict[str, str]:
             where.setdefault(fingerprint(fn), f"{place}.{qual}" if place.startswith(PACKAGE) else f"{qual} of {place}")
     given = {fingerprint(fn) for s in ex.solutions for tree in [_code(strip_solutions(s))] if tree for _, fn in _functions(tree)}
     return {fp: w for fp, w in where.items() if fp is not None and fp not in given}  # what the student is given is no copy
+
+def _code_objects(source):
+    "(qualified name, code object) of each function and method `_functions` finds in `source`, compiled as the kernel compiles it."
+    tree = _code(source)
+    if tree is None: return []
+    defs = {n.name: isinstance(n, ast.ClassDef) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    try: module = compile("\n".join(map(_python_line, source.splitlines())), "<reference>", "exec")
+    except (SyntaxError, ValueError): return []
+    found = []
+    for k in (k for k in module.co_consts if hasattr(k, "co_code") and k.co_name in defs):
+        found += [(f"{k.co_name}.{m.co_name}", m) for m in k.co_consts if hasattr(m, "co_code")] if defs[k.co_name] else [(k.co_name, k)]
+    return found
+
+def reference_code_prints(ex: Exercise) -> Dict[str, str]:
+    "code print (`_code_print`) -> where it is, for each function and method of the exercise's references that has a fingerprint (`reference_fingerprints`): what the objects a notebook leaves in its kernel are compared with."
+    prints, fps = {}, reference_fingerprints(ex)
+    for place, source in reference_sources(ex):
+        statics = {qual: fingerprint(fn) for qual, fn in _functions(_code(source) or ast.Module([], []))}
+        for qual, code in _code_objects(source):
+            if statics.get(qual) in fps: prints.setdefault(_code_print(code), f"{place}.{qual}" if place.startswith(PACKAGE) else f"{qual} of {place}")
+    return prints
+
+def _runs_a_copy(prints, ex: Exercise, flagged: List[str]) -> List[str]:
+    "One line for each function the kernel holds under one of the exercise's names whose code print is a reference's, unless the reader flagged that name already (`flagged`: its import, its attribute, its copy): a copy obtained at run time."
+    if not isinstance(prints, dict): return []
+    refs, said = reference_code_prints(ex), " ".join(flagged)
+    return [printable(f"{name} runs the code of {refs[p]} (its bytecode, compared in the kernel), which the notebook's cells do not hold")[:300]
+            for name, fns in prints.items() if isinstance(fns, dict) and not re.search(rf"\b{re.escape(str(name))}\b", said)
+            for qual, p in fns.items() if p in refs]
 
 def copies(sources: List[str], references: Dict[str, str]) -> List[str]:
     "Each function in `sources` whose fingerprint is one of `references`', and what it copies."
@@ -635,10 +674,12 @@ def _operate(ns, req):
     "One operation on the student's objects (`ns` is the notebook's namespace): look a name up, call it or one of its methods, get an attribute, iterate, index, take a length, a truth value or a value, or forget them all."
     import torch, types
     op, by_handle = req["op"], lambda w: _HELD[w["id"]]
-    if op == "lookup":
+    if op == "lookup":  # the first question of a check: what an earlier check held is forgotten, so that no handle outlives its check
+        if req.get("fresh"): _HELD.clear()
         if req["name"] not in ns: raise NameError(f"name {req['name']!r} is not defined")
         return _hold(ns[req["name"]])
     if op == "release": return _HELD.clear()
+    if op == "prints": return {name: _code_prints(ns[name]) for name in req["names"] if name in ns}
     obj = _HELD[req["id"]]
     if op == "call":
         seen = {}
@@ -668,6 +709,32 @@ def _operate(ns, req):
     if op == "bool": return bool(obj)
     if op == "value": return _wire(obj, _hold, {})
     raise ValueError(f"unknown operation {op!r}")
+
+def _functions_of(obj):
+    "(qualified name, function) of `obj` when it is a function, or of each method a class defines (but its constructor, which the exercise dictates)."
+    import types
+    if isinstance(obj, types.FunctionType): return [(obj.__name__, obj)]
+    if not isinstance(obj, type): return []
+    found = []
+    for name, v in vars(obj).items():
+        v = getattr(v, "__func__", getattr(v, "fget", v))   # a staticmethod, classmethod or property: its function
+        if isinstance(v, types.FunctionType) and name != "__init__": found.append((f"{obj.__name__}.{name}", v))
+    return found
+
+def _code_print(code) -> str:
+    "A hash of what a code object runs: its bytecode, constants (the code objects among them the same way), names and local names; not where it was written (file, lines), so a copy made at run time (decoded, read from a file, exec'd) prints as its original."
+    h = hashlib.sha256()
+    def walk(c):
+        h.update(c.co_code)
+        for k in c.co_consts:   # a frozenset's order changes with the hash seed: sorted
+            walk(k) if hasattr(k, "co_code") else h.update((repr(sorted(map(repr, k))) if isinstance(k, frozenset) else repr(k)).encode())
+        h.update(repr((c.co_names, c.co_varnames, c.co_freevars, c.co_cellvars)).encode())
+    walk(code)
+    return h.hexdigest()
+
+def _code_prints(obj) -> Dict[str, str]:
+    "qualified name -> `_code_print` of each function of `obj` (`_functions_of`)."
+    return {qual: _code_print(fn.__code__) for qual, fn in _functions_of(obj)}
 
 def _serve(ns, request: str) -> str:
     "Run in the student's kernel by the grader: do the operations `request` (JSON) asks on the student's objects, first those deferred; the last one's answer, or the exception raised, as JSON."
@@ -769,8 +836,9 @@ class _Across:
         return cls.Function.apply(*args)
 
 class _Link:
-    "The verdict process's end of the wire: each question a line of JSON on stdout, each answer a line on stdin."
-    def __init__(self, answers, questions): self.answers, self.questions, self.deferred, self.known = answers, questions, [], {}
+    "The verdict process's end of the wire, made anew for each check (what a module holds and the in-place methods waiting are one check's): each question a line of JSON on stdout, each answer a line on stdin; once its check is over (`closed`), a proxy it made asks nothing more."
+    def __init__(self, answers, questions):
+        self.answers, self.questions, self.deferred, self.known, self.closed = answers, questions, [], {}, False
     def wire(self, x, memo):
         def hold(v):
             if isinstance(v, _Remote): return {"t": "held", "id": v._id}
@@ -806,6 +874,7 @@ class _Link:
         return iter(value) if kind == "iterator" else value
     def ask(self, op, raw=False, **req):
         import torch
+        if self.closed: raise _Stopped("a proxy of an earlier check: its check is over")
         req = dict(req, op=op, grad=req.get("grad", torch.is_grad_enabled()))
         if self.deferred: req["before"], self.deferred = self.deferred, []
         self.questions.write(json.dumps(req) + "\n")
@@ -835,25 +904,32 @@ class _Loopback(_Link):
 
 _IN_KERNEL = ("check_train_step", "check_train_loop")  # they hand the student's code a model and an optimizer of their own, which the wire cannot send
 
-def _verdict_main():
-    "The verdict process (`python -c 'from transformer_tutorial.grading import _verdict_main; _verdict_main()'`): imports the course's checks before any student's code runs, then runs the check each line of stdin names against a proxy of the student's object, and answers with its verdict."
-    import contextlib
+def _verdict_main(memory: Optional[int] = None, seed: int = 0):
+    "The verdict process (`python -c 'from transformer_tutorial.grading import _verdict_main; _verdict_main()'`): imports the course's checks before any student's code runs, then runs the check each line of stdin names against a proxy of the student's object, and answers with its verdict. Each check starts from the same state whatever ran before it: a new link, and the random state seeded alike. Its address space is limited to `memory` bytes, once the checks are imported: a module config sent from a kernel cannot make it build a model of any size. The checks' random inputs are drawn with their seeds shifted by `seed`, which the grader draws for each run."
+    import contextlib, resource, torch
     from transformer_tutorial import checks
-    from transformer_tutorial.checks.core import _Skipped
+    from transformer_tutorial.checks.core import _Skipped, _INPUTS
+    _INPUTS["seed"] = seed
+    if memory:
+        try: resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        except (ValueError, OSError): pass
     questions = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # what anything else prints goes to stderr, never into the answers
-    link = _Link(sys.stdin, questions)
     questions.write(json.dumps({"ready": sorted(set(checks.__all__) - set(_IN_KERNEL))}) + "\n"); questions.flush()
     for line in iter(sys.stdin.readline, ""):
         req, printed, error, unsendable = json.loads(line), io.StringIO(), None, None
+        link = _Link(sys.stdin, questions)
         try:
-            with contextlib.redirect_stdout(printed): result = getattr(checks, req["check"])(link.unwire(req["arg"]))
+            with contextlib.redirect_stdout(printed), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                result = getattr(checks, req["check"])(link.unwire(req["arg"]))
             if isinstance(result, _Skipped): error = str(result)   # the check could not run here: no point for it
         except _Stopped as e: error = str(e) or "stopped"   # never an empty verdict, which would read as a pass
         except Exception as e:
             error, cause = f"{type(e).__name__}: {e}", e
             while cause is not None and not isinstance(cause, _Unsendable): cause = cause.__cause__ or cause.__context__
             unsendable = str(cause) if cause is not None else None
+        link.closed = True
         done = {"error": error, "printed": printed.getvalue(), "unsendable": unsendable}
         questions.write(json.dumps({"done": done}) + "\n"); questions.flush()
 
@@ -882,13 +958,34 @@ def landlock_abi() -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     return max(libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)), 0)  # LANDLOCK_CREATE_RULESET_VERSION
 
-def _landlock(writable: List[str], ports: List[int]):
-    "Confine this process and all it starts: writing, deleting and creating files only below `writable`; with ABI 4, TCP only to bind `ports`; with ABI 6, no signals to processes outside."
+_SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev")  # libraries, settings, devices
+_READ, _LIST = 1 << 2, 1 << 3   # Landlock's rights to read a file and to list a folder
+
+def _readable(hidden: List[str]) -> List[tuple]:
+    "(path, rights) of what a kernel may read besides its own folder: the system's libraries and settings, the Python installation and what is on `sys.path`, of the course's package only its code (never the solution notebooks it ships, nor the course's repository around an editable install); nothing in `hidden` (the submissions, the grades) or below it."
+    hidden, rules = [Path(h).resolve() for h in hidden], []
+    def grant(path):
+        if any(h == path or h in path.parents for h in hidden): return
+        if not any(path in h.parents for h in hidden): rules.append((path, _READ | _LIST)); return
+        rules.append((path, _LIST))   # a folder above something hidden: listed, and each of its entries but that one granted
+        for child in sorted(path.iterdir()): grant(child)
+    places = [*_SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable), *filter(None, sys.path)]
+    places = list(dict.fromkeys(Path(p).resolve() for p in places if os.path.exists(p)))
+    hidden += [(p / PACKAGE / "exercises").resolve() for p in places if (p / PACKAGE).is_dir()]  # the solution notebooks, wherever
+    for place in places:                                                                      # a place holds the package
+        if (place / PACKAGE).is_dir() and place.name not in ("site-packages", "dist-packages"):  # a repository (an editable
+            rules.append((place, _LIST)); grant((place / PACKAGE).resolve()); continue          # install): the package alone
+        grant(place)
+    return rules
+
+def _landlock(writable: List[str], ports: List[int], readable: Optional[List[tuple]] = None):
+    "Confine this process and all it starts: writing, deleting and creating files only below `writable`; with `readable` ((path, rights) from `_readable`), reading only there and below `writable`; with ABI 4, TCP only to bind `ports`; with ABI 6, no signals to processes outside."
     import ctypes
     abi, libc = landlock_abi(), ctypes.CDLL(None, use_errno=True)
     if abi < 1: raise OSError("Landlock is not available")
     fs = (1 << 1) | (1 << 4) | (1 << 5) | sum(1 << b for b in range(6, 13))  # write a file, remove a dir or file, make any kind of file
     fs |= (1 << 13 if abi >= 2 else 0) | (1 << 14 if abi >= 3 else 0)       # link or rename across dirs; truncate
+    fs |= (_READ | _LIST) if readable is not None else 0                     # read a file, list a folder
     net, scoped = (0b11 if abi >= 4 else 0), (0b11 if abi >= 6 else 0)       # bind and connect TCP; abstract sockets and signals
     class Ruleset(ctypes.Structure): _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
     class Beneath(ctypes.Structure): _pack_, _fields_ = 1, [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
@@ -898,18 +995,44 @@ def _landlock(writable: List[str], ports: List[int]):
         if r < 0: raise OSError(ctypes.get_errno(), f"landlock: {os.strerror(ctypes.get_errno())}")
         return r
     ruleset = call(444, ctypes.byref(Ruleset(fs, net, scoped)), ctypes.c_size_t(8 if abi < 4 else 16 if abi < 6 else 24), ctypes.c_uint32(0))
-    for path in writable:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        allowed = fs if os.path.isdir(path) else fs & ((1 << 1) | (1 << 14 if abi >= 3 else 0))  # a file takes the rights of a file
-        call(445, ruleset, 1, ctypes.byref(Beneath(allowed, fd)), 0)
+    for path, rights in [*((p, fs) for p in writable), *(readable or [])]:
+        try: fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError: continue   # a dangling link, a path gone meanwhile
+        allowed = rights if os.path.isdir(path) else rights & ((1 << 1) | _READ | (1 << 14 if abi >= 3 else 0))  # a file takes a file's rights
+        call(445, ruleset, 1, ctypes.byref(Beneath(allowed & fs, fd)), 0)
         os.close(fd)
     for port in ports: call(445, ruleset, 2, ctypes.byref(Port(1, port)), 0)  # the kernel binds its own ports; it connects nowhere
     if libc.prctl(38, 1, 0, 0, 0): raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")  # landlock_restrict_self needs it
     call(446, ruleset, 0)
     os.close(ruleset)
 
+_SECCOMP_ARCH = {"x86_64": (0xC000003E, 41, 425), "amd64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425), "arm64": (0xC00000B7, 198, 425)}
+
+def _no_datagrams() -> bool:
+    "A seccomp filter on this process and all it starts: a socket fails with EACCES unless it is a Unix or netlink socket or a TCP stream (which Landlock confines), so no UDP, raw or packet socket sends anything; io_uring (which opens sockets past the filter) and system calls of another ABI are refused too. False where it cannot be set (not x86-64 or arm64 Linux)."
+    import ctypes, platform, struct
+    arch = _SECCOMP_ARCH.get(platform.machine().lower())
+    if not sys.platform.startswith("linux") or arch is None: return False
+    audit, socket_nr, uring_nr = arch
+    LD, JEQ, JSET, AND, RET = 0x20, 0x15, 0x45, 0x54, 0x06   # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JSET|K, BPF_ALU|AND|K, BPF_RET|K
+    prog = [("", LD, None, None, 4), ("", JEQ, None, "deny", audit),        # seccomp_data: nr at 0, arch at 4, args from 16
+            ("", LD, None, None, 0), ("", JSET, "deny", None, 0x40000000), ("", JEQ, "deny", None, uring_nr),
+            ("", JEQ, None, "allow", socket_nr), ("", LD, None, None, 16),   # socket(domain, type, protocol)
+            ("", JEQ, "allow", None, 1), ("", JEQ, "allow", None, 16),       # AF_UNIX, AF_NETLINK
+            ("", JEQ, "inet", None, 2), ("", JEQ, "inet", "deny", 10),        # AF_INET, AF_INET6
+            ("inet", LD, None, None, 24), ("", AND, None, None, 0xF), ("", JEQ, None, "deny", 1),  # SOCK_STREAM, flags aside
+            ("", LD, None, None, 32), ("", JEQ, "allow", None, 0), ("", JEQ, "allow", "deny", 6),  # protocol 0 or IPPROTO_TCP
+            ("allow", RET, None, None, 0x7FFF0000), ("deny", RET, None, None, 0x00050000 | 13)]   # SECCOMP_RET_ALLOW, _ERRNO|EACCES
+    at = {label: i for i, (label, *_) in enumerate(prog) if label}
+    jump = lambda i, label: 0 if label is None else at[label] - i - 1
+    code = b"".join(struct.pack("HBBI", op, jump(i, t), jump(i, f), k) for i, (_, op, t, f, k) in enumerate(prog))
+    class Prog(ctypes.Structure): _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0): return False                                # PR_SET_NO_NEW_PRIVS
+    return libc.prctl(22, 2, ctypes.byref(Prog(len(prog), code)), 0, 0) == 0    # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+
 def _confine():
-    "The launcher of a grading kernel (`python -c ... KERNEL ARGV`): set the limits that $TT_CONFINE gives, confine writes with Landlock when asked, then become the kernel."
+    "The launcher of a grading kernel (`python -c ... KERNEL ARGV`): set the limits that $TT_CONFINE gives, confine reads and writes with Landlock when asked, then become the kernel."
     import resource
     config, argv = json.loads(os.environ.pop("TT_CONFINE")), sys.argv[1:]
     for name, value in config["rlimits"].items():
@@ -920,11 +1043,13 @@ def _confine():
         try: resource.setrlimit(which, (value, value))  # the hard limit too: the student's code cannot raise it again
         except (ValueError, OSError): pass
     if config["landlock"]:
-        ports = []
+        ports, readable = [], _readable(config.get("hidden", []))
         if "-f" in argv:
             with open(argv[argv.index("-f") + 1], encoding="utf-8") as f: info = json.load(f)
             ports = [info[k] for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port") if k in info]
-        _landlock(config["writable"], ports)
+            readable.append((argv[argv.index("-f") + 1], _READ))   # the kernel reads its connection file again
+        _landlock(config["writable"], ports, readable)
+        _no_datagrams()
     os.execv(argv[0], argv)
 
 def isolation(sandbox: bool = True) -> str:
@@ -935,8 +1060,11 @@ def isolation(sandbox: bool = True) -> str:
     if not abi:
         why = "not available here" if sandbox else "turned off"
         return f"no sandbox (Landlock is {why}): a kernel can write where the grader can; the submissions folder is put back as it was; {watch}"
-    return (f"Landlock ABI {abi}: each kernel writes only in its own folder" + (", opens no TCP connection" if abi >= 4 else "")
-            + (", signals no process outside" if abi >= 6 else "") + f"; {watch}")
+    import platform
+    udp = sys.platform.startswith("linux") and platform.machine().lower() in _SECCOMP_ARCH
+    return (f"Landlock ABI {abi}: each kernel reads only its own folder, the system's libraries and settings, the Python installation and the package's code, "
+            "writes only in its own folder" + (", opens no TCP connection" if abi >= 4 else "") + (", sends no UDP (seccomp)" if udp else "")
+            + (", signals no process outside" if abi >= 6 else "") + f"; what it leaves running is ended with it; {watch}")
 
 # %% ../nbs/15a_grading.ipynb #73da6884
 def _processes():
@@ -979,6 +1107,61 @@ def _sweep(token):
                 except OSError: pass
         if not found: return
 
+_BEFORE, _RUNNING = set(), set()   # the children this process had before grading (never swept); the tokens of the kernels running
+_VERDICT_MARK = os.urandom(8).hex()  # in the environment of the grader's verdict processes
+_REAPING = {"count": 0, "lock": threading.Lock()}
+
+@contextmanager
+def _reaping():
+    "While grading runs, this process is the subreaper of all it starts (Linux's PR_SET_CHILD_SUBREAPER): a process a kernel left behind, in a session of its own and with an empty environment, becomes this process's child when its parent ends, and `_end_orphans` ends it."
+    import ctypes
+    linux = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
+    with _REAPING["lock"]:
+        _REAPING["count"] += 1
+        if linux and _REAPING["count"] == 1:
+            _BEFORE.update(pid for pid, ppid in _parents() if ppid == os.getpid())   # children of the teacher's own: kept
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+    try: yield
+    finally:
+        with _REAPING["lock"]:
+            _REAPING["count"] -= 1
+            if linux and _REAPING["count"] == 0:
+                _end_orphans(final=True)
+                ctypes.CDLL(None, use_errno=True).prctl(36, 0, 0, 0, 0)
+
+def _parents():
+    "(pid, parent pid) of every process /proc shows."
+    for name in os.listdir("/proc"):
+        if not name.isdigit(): continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f: stat = f.read()
+        except OSError: continue
+        yield int(name), int(stat[stat.rfind(b")") + 2:].split()[1])
+
+def _environ(pid):
+    "The environment `pid` started with, as /proc shows it (b'' once it has ended)."
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f: return f.read()
+    except OSError: return b""
+
+def _end_orphans(final=False):
+    "SIGKILL every child of this process that it did not start itself (what a kernel left behind, handed to this subreaper), then what they started, until none is left; each is reaped. Until the `final` sweep, a verdict process, a running kernel (its token in its environment) and a child not yet started (this process's own environment) are kept."
+    import signal
+    if not os.path.isdir("/proc/self"): return
+    def mine(pid):
+        env = _environ(pid)
+        return env == _environ("self") or any(m in env.split(b"\0") for m in
+                                                [f"TT_VERDICT={_VERDICT_MARK}".encode(), *(f"TT_GRADING={t}".encode() for t in list(_RUNNING))])
+    for _ in range(100):
+        left = [pid for pid, ppid in _parents() if ppid == os.getpid() and pid not in _BEFORE and (final or not mine(pid))]
+        if not left: return
+        for pid in left:
+            try: os.kill(pid, signal.SIGKILL)
+            except OSError: pass
+        for pid in left:
+            try: os.waitpid(pid, 0)
+            except ChildProcessError: pass
+
 def _proportional(pid):
     "The proportional resident memory of `pid` (Pss, bytes): a page it shares with n processes counts 1/n, so forked children do not count their parent again."
     try:
@@ -1010,20 +1193,30 @@ def _size(n):
 # %% ../nbs/15a_grading.ipynb #f882187f
 _ANSWER_LIMIT = 64 << 20  # characters: the largest answer the grader takes from a kernel
 
+def _run_seed() -> int:
+    "A seed for the checks' inputs, drawn anew for each run of the grader (`_verdict_main`)."
+    return int.from_bytes(os.urandom(3), "big")
+
 class _Verdict:
-    "A process of the grader's own that imports the course's checks before any submission runs and runs them against proxies of the student's objects: no code of the student's runs in it."
-    def __init__(self):
+    "A process of the grader's own that imports the course's checks before any submission runs and runs them against proxies of the student's objects: no code of the student's runs in it. A check whose conversation did not end as agreed (an error of the grader's, a kernel that stopped answering) leaves no half-read line behind: the process is replaced."
+    def __init__(self, memory: Optional[int] = None, seed: Optional[int] = None):
+        self.proc, self.checks, self.unsendable, self.memory = None, None, None, memory or Limits().address_space()
+        self.seed = _run_seed() if seed is None else seed
+        self._start()
+
+    def _start(self):
         import subprocess
-        self.proc = subprocess.Popen([sys.executable, "-c", "from transformer_tutorial.grading import _verdict_main; _verdict_main()"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, encoding="utf-8")
-        self.checks, self.unsendable = None, None
+        self.proc = subprocess.Popen([sys.executable, "-c", f"from transformer_tutorial.grading import _verdict_main; _verdict_main({int(self.memory)}, {int(self.seed)})"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, encoding="utf-8",
+                                     env=dict(os.environ, TT_VERDICT=_VERDICT_MARK))
+        self.ready_line = None
 
     def ready(self) -> List[str]:
         "The checks it holds, once it has imported them."
-        if self.checks is None:
-            line = self.proc.stdout.readline()
-            if not line: raise RuntimeError(f"the verdict process ended before it was ready (exit code {self.proc.wait()})")
-            self.checks = json.loads(line)["ready"]
+        if self.ready_line is None:
+            self.ready_line = self.proc.stdout.readline()
+            if not self.ready_line: raise RuntimeError(f"the verdict process ended before it was ready (exit code {self.proc.wait()})")
+            self.checks = json.loads(self.ready_line)["ready"]
         return self.checks
 
     def _send(self, message):
@@ -1035,26 +1228,41 @@ class _Verdict:
         import asyncio
         from time import monotonic
         deadline, loop = monotonic() + seconds, asyncio.get_running_loop()
-        found = await _ask_kernel(client, {"op": "lookup", "name": arg}, deadline, seconds)
+        self.unsendable = None
+        found = await _ask_kernel(client, {"op": "lookup", "name": arg, "fresh": True}, deadline, seconds)
         if "ok" not in found: return found.get("stop") or ": ".join(found["error"])
-        self._send({"check": check, "arg": found["ok"]})
-        stop = None
-        while True:
-            line = await asyncio.wait_for(loop.run_in_executor(None, self.proc.stdout.readline), max(deadline - monotonic(), 0) + 60)
-            if not line: raise RuntimeError(f"the verdict process ended (exit code {self.proc.wait()})")
-            question = json.loads(line)
-            if "done" in question: break
-            answer = {"stop": stop} if stop else await _ask_kernel(client, question, deadline, seconds)
-            stop = answer.get("stop")
-            self._send(answer)
+        self.ready()
+        ended = False
+        try:
+            self._send({"check": check, "arg": found["ok"]})
+            stop = None
+            while True:
+                line = await asyncio.wait_for(loop.run_in_executor(None, self.proc.stdout.readline), max(deadline - monotonic(), 0) + 60)
+                if not line: raise RuntimeError(f"the verdict process ended (exit code {self.proc.wait()})")
+                question = json.loads(line)
+                if "done" in question: break
+                answer = {"stop": stop} if stop else await _ask_kernel(client, question, deadline, seconds)
+                stop = answer.get("stop")
+                self._send(answer)
+            ended = True
+        finally:
+            if not ended: self.restart()   # a conversation cut in the middle: the next check must not read its rest
         if stop is None: await _ask_kernel(client, {"op": "release"}, monotonic() + 10, 10)
         self.unsendable = question["done"].get("unsendable")  # the check could not pass the student's code one of its objects
         return question["done"]["error"]
 
+    def restart(self):
+        "A new process in place of this one, which is ended."
+        self.close()
+        self._start()
+
     def close(self):
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait()
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try: f.close()
+            except OSError: pass
 
 async def _drain(client):
     "Count what the kernel printed while answering a question (nobody shows it) against the notebook's output limit: past it, the kernel is stopped."
@@ -1150,7 +1358,7 @@ def _verdict_call(source, checks):
         return call.func.id, call.args[0].id
     return None
 
-def _kernel_env(box, token, limits, confined):
+def _kernel_env(box, token, limits, confined, hidden=()):
     "The kernel's environment: the grader's PATH and Python paths, everything else its own (HOME, temporary files, IPython's profile), none of the teacher's secrets."
     keep = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT", "VIRTUAL_ENV", "CONDA_PREFIX")
     env = {k: v for k, v in os.environ.items() if k in keep}
@@ -1159,16 +1367,16 @@ def _kernel_env(box, token, limits, confined):
                MPLCONFIGDIR=f"{home}/.matplotlib", XDG_CACHE_HOME=f"{home}/.cache", XDG_CONFIG_HOME=f"{home}/.config",
                JUPYTER_CONFIG_DIR=f"{home}/.jupyter", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", TT_GRADING=token)
     rlimits = {"RLIMIT_AS": limits.address_space(), "RLIMIT_FSIZE": limits.file_size, "RLIMIT_CORE": 0}
-    env["TT_CONFINE"] = json.dumps({"rlimits": rlimits, "landlock": confined, "writable": [str(box), "/dev/null"]})
+    env["TT_CONFINE"] = json.dumps({"rlimits": rlimits, "landlock": confined, "writable": [str(box), "/dev/null"], "hidden": [str(h) for h in hidden]})
     return env
 
-async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined):
-    "Run `nb` cell by cell in a kernel confined to `box`; the cells in `judged` (index -> (check, argument)) are judged by `verdict` instead. Returns what happened."
+async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined, hidden=(), names=()):
+    "Run `nb` cell by cell in a kernel confined to `box`; the cells in `judged` (index -> (check, argument)) are judged by `verdict` instead; at the end, the code prints of what `names` hold in the kernel (`_code_prints`). Returns what happened."
     import subprocess, uuid
     from time import monotonic
     from jupyter_core.utils import ensure_async
     from nbclient.exceptions import DeadKernelError
-    errors, verdicts, notes, state = {}, {}, [], {"status": "ok"}
+    errors, verdicts, notes, state, prints = {}, {}, [], {"status": "ok"}, {}
     def record(cell, cell_index, execute_reply):
         c = execute_reply["content"]
         errors[cell_index] = f"{c['ename']}: {c['evalue']}" if c["status"] == "error" else None
@@ -1177,9 +1385,10 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined)
                              on_cell_executed=record, shutdown_kernel="immediate")
     client.printed, client.output_limit, client.overflowed = 0, limits.output, False
     token = uuid.uuid4().hex
+    _RUNNING.add(token)
     watch, deadline = None, monotonic() + limits.notebook_seconds
     try:
-        async with client.async_setup_kernel(env=_kernel_env(box, token, limits, confined), cwd=str(box / "work"),
+        async with client.async_setup_kernel(env=_kernel_env(box, token, limits, confined, hidden), cwd=str(box / "work"),
                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
             if os.path.isdir("/proc/self"):
                 watch = _Watch(client.km.provisioner.pid, limits)
@@ -1218,9 +1427,14 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined)
                 except DeadKernelError:
                     state["died"] = True
                 if watch and watch.breach or state.get("died") or not await client.km.is_alive(): break
+            if names and not (watch and watch.breach) and not client.overflowed and await client.km.is_alive():  # what runs, not what is written
+                found = await _ask_kernel(client, {"op": "prints", "names": list(names)}, monotonic() + 30, 30)
+                prints = found.get("ok") if isinstance(found.get("ok"), dict) else {}
     finally:
         if watch: watch.stop.set()
         _sweep(token)
+        _RUNNING.discard(token)
+        _end_orphans()   # what it left in another session with another environment, handed to this process
     breach = watch and watch.breach or client.overflowed and f"printed more than {_size(limits.output)}"
     if breach:
         state["status"] = "stopped"
@@ -1228,7 +1442,7 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined)
     elif state.get("died") or any(v and v.startswith("not run: the kernel died") for v in verdicts.values()):
         state["status"] = "crashed"
         notes.append("the kernel died (the code ended its process, or it ran out of memory): later cells did not run")
-    return {"errors": errors, "verdicts": verdicts, "notes": notes, "status": state["status"]}
+    return {"errors": errors, "verdicts": verdicts, "notes": notes, "status": state["status"], "prints": prints}
 
 # %% ../nbs/15a_grading.ipynb #0ca36fb0
 def _guarded(source: str, checks: List[str], tag: str) -> str:
@@ -1246,15 +1460,15 @@ def _short(gid, exercise):
     return gid[len(exercise) + 1:] if gid.startswith(exercise + "_") else gid
 
 def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, references: Optional[Dict[str, str]] = None,
-                     verdict=None, sandbox: bool = True, kernel_name: str = "python3") -> dict:
-    "Grade the notebook `nb` as exercise `ex`: its code read for the reference and for tampering, its check cells restored to the originals, its cells run in a fresh kernel confined to a private folder, each course check judged in a process of the grader's own."
-    import shutil, tempfile
+                     verdict=None, sandbox: bool = True, kernel_name: str = "python3", hidden: List[str] = ()) -> dict:
+    "Grade the notebook `nb` as exercise `ex`: its code read for the reference and for tampering, its check cells restored to the originals, its cells run in a fresh kernel confined to a private folder (where Landlock is, reading nothing in `hidden`, nor outside the Python installation and the package's code), each course check judged in a process of the grader's own."
+    import contextlib, shutil, tempfile
     from jupyter_core.utils import run_sync
     limits = limits or Limits()
     cells = _grade_cells(nb)
     own = [c.source for c in nb.cells if c.cell_type == "code" and not any(c is k for k in cells.values())]
-    integrity = reference_uses(own, ex.names) + copies(own, reference_fingerprints(ex) if references is None else references) \
-        + tampering(own, _check_names(ex))
+    reference = reference_uses(own, ex.names) + copies(own, reference_fingerprints(ex) if references is None else references)
+    integrity = reference + tampering(own, _check_names(ex))
     notes = [f"{_short(g, ex.name)} was edited: the original ran" for g, c in cells.items() if g in ex.checks and c.source != ex.checks[g][0]]
     notes += [f"{_short(g, ex.name)} is missing (deleted?): 0 points" for g in ex.checks if g not in cells]
     for g, c in cells.items():
@@ -1262,9 +1476,12 @@ def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, referenc
     for c in nb.cells:
         if c.cell_type == "code": c.outputs, c.execution_count = [], None  # outputs stored by the student are not results
     mine = verdict is None
-    verdict = _Verdict() if mine else verdict
     box = Path(tempfile.mkdtemp(prefix="tt-grade-"))
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_reaping())
+        verdict = _Verdict(limits.address_space()) if mine else verdict
+        if mine: stack.callback(verdict.close)
+        stack.callback(shutil.rmtree, box, ignore_errors=True)
         available = verdict.ready()
         index = {id(c): i for i, c in enumerate(nb.cells)}
         judged = {index[id(c)]: call for g, c in cells.items() if g in ex.checks for call in [_verdict_call(c.source, available)] if call}
@@ -1273,10 +1490,8 @@ def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, referenc
             if g in ex.checks: c.source = _guarded(c.source, [*available, *_IN_KERNEL], tag)   # for a check that ends up running in the kernel
         for sub in ("work", "home", "tmp"): (box / sub).mkdir()
         (box / "work" / f"{ex.name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")  # the kernel's folder holds the notebook alone
-        report = run_sync(_run_notebook)(nb, box, limits, verdict, judged, kernel_name, sandbox and landlock_abi() > 0)
-    finally:
-        if mine: verdict.close()
-        shutil.rmtree(box, ignore_errors=True)
+        report = run_sync(_run_notebook)(nb, box, limits, verdict, judged, kernel_name, sandbox and landlock_abi() > 0, hidden, ex.names)
+    integrity += _runs_a_copy(report["prints"], ex, reference)
     ended = {"crashed": "the kernel died", "stopped": "its kernel was stopped", "timed out": "the notebook ran out of time"}.get(report["status"])
     checks = []
     for g in ex.checks:
@@ -1322,7 +1537,7 @@ def _write(out, feedback, rows, problems):
 
 # %% ../nbs/15a_grading.ipynb #4b30140c
 COLUMNS = ["student", "exercise", "points", "max_points", "status", "passed", "first_failure", "integrity", "notes", "notebook"]
-_GRADER = 3  # changes when grading changes, so that the cache of an older grader is not reused
+_GRADER = 4  # changes when grading changes, so that the cache of an older grader is not reused
 
 @dataclass
 class Grades:
@@ -1347,20 +1562,22 @@ def _outputs(folder, out):
     if out.is_dir(): raise IsADirectoryError(f"--out {out} is a folder; give the CSV file to write, e.g. {out / 'grades.csv'}")
     return feedback
 
-def _key(data: bytes, ex: Exercise, limits) -> str:
-    "The cache key of a submission: its bytes, its exercise's checks, the limits, the grader's and the package's versions."
+def _key(data: bytes, ex: Exercise, limits, student: str) -> str:
+    "The cache key of a submission: its student, its bytes, its exercise's checks, the limits, the grader's and the package's versions; two students who hand in the same bytes are graded each on their own."
     h = hashlib.sha256(data)
-    h.update(json.dumps([ex.checks, vars(limits), _GRADER, transformer_tutorial.__version__], sort_keys=True).encode())
+    h.update(json.dumps([student, ex.checks, vars(limits), _GRADER, transformer_tutorial.__version__], sort_keys=True).encode())
     return h.hexdigest()
 
 class _Snapshot:
     "Every file of the submissions folder as grading began: what a submission changes there is found and put back."
     def __init__(self, folder):
         self.folder = Path(folder)
-        self.files = {p: p.read_bytes() for p in self.folder.rglob("*") if p.is_file() and not p.is_symlink()}
+        self.files = {p: p.read_bytes() for p in _files(self.folder) if not p.is_symlink()}
         self.stats = self._stats()
+        self.there = set(self.stats)   # what was there as grading began, links included: never removed
     def _stats(self):
-        return {p: (s.st_size, s.st_mtime_ns, s.st_ino) for p in self.folder.rglob("*") for s in [p.lstat()]}
+        paths = [q for here, dirs, files in os.walk(self.folder) for q in [Path(here, n) for n in [*dirs, *files]]]
+        return {p: (s.st_size, s.st_mtime_ns, s.st_ino) for p in paths for s in [p.lstat()]}
     def moved(self) -> bool:
         "True when a file or folder was added, removed or written since the last look (by its size, time and inode)."
         now = self._stats()
@@ -1370,7 +1587,7 @@ class _Snapshot:
         "Put every file back as it was and remove the notebooks added; what had changed, one line each."
         import shutil
         changed = []
-        for path in sorted(set(self.folder.rglob("*")) - set(self.files)):  # a notebook added would be graded next time: it goes
+        for path in sorted(set(self._stats()) - self.there):  # a notebook added would be graded next time: it goes
             if path.suffix == ".ipynb" and (path.is_file() or path.is_symlink()):
                 path.unlink()
                 changed.append(f"{path.relative_to(self.folder)} (added: removed)")
@@ -1387,14 +1604,30 @@ class _Snapshot:
         return sorted(changed)
 
 # %% ../nbs/15a_grading.ipynb #c96c1c8e
+_MESSAGE_LIMIT = 2000  # characters of one stored message (a check's verdict, notes, integrity): far below csv's field limit (131072)
+
+def _capped(text: str) -> str:
+    "`text` cut to `_MESSAGE_LIMIT` characters, saying how much was cut."
+    return text if len(text) <= _MESSAGE_LIMIT else f"{text[:_MESSAGE_LIMIT]}… ({len(text) - _MESSAGE_LIMIT} more characters cut)"
+
+def _bounded(row: dict) -> dict:
+    "`row` with every message capped (`_capped`): a student's exception of 20 MB leaves the grades readable."
+    return {k: _capped(v) if isinstance(v, str) else [[n, _capped(e) if e else e] for n, e in v] if k == "checks" else v for k, v in row.items()}
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+def printable(text: str) -> str:
+    "`text` as a terminal may show it: each control character (an escape sequence's start, a carriage return, a bell) as `?`."
+    return _CONTROL.sub("?", str(text))
+
 def _row(ex_name, max_points, status, notes, checks=()):
     "A row for a notebook that was not run: 0 points, with what went wrong in its notes."
     return {"exercise": ex_name, "points": 0.0, "max_points": max_points, "status": status, "passed": "", "first_failure": "",
             "integrity": "", "notes": notes, "checks": list(checks)}
 
-def _graded(nb, ex, limits, references, verdict, sandbox):
+def _graded(nb, ex, limits, references, verdict, sandbox, hidden):
     "`grade_submission`, or a crashed row when the grader itself could not run the notebook (a kernel that does not start)."
-    try: return grade_submission(nb, ex, limits, references, verdict, sandbox)
+    try: return grade_submission(nb, ex, limits, references, verdict, sandbox, hidden=hidden)
     except Exception as e:
         return dict(_row(ex.name, sum(p for _, p in ex.checks.values()), "crashed", f"the grader could not run it: {type(e).__name__}: {e}"),
                     retry=True)
@@ -1405,6 +1638,12 @@ def _submissions(found, folder, exercises, limits, problems):
     todo, graded = {}, {}
     for student, path in sorted(found, key=lambda sp: (sp[0], sp[1].stem not in exercises, sp[1].name)):  # a notebook named as its exercise first
         rel = path.relative_to(folder).as_posix()
+        if path.is_symlink():   # never followed, never removed: the teacher sees where it points
+            name = path.stem if path.stem in exercises else ""
+            line = f"a symbolic link (to {os.readlink(path)}), not a notebook handed in: not run, 0 points; the link is left as it is"
+            problems.append(f"{rel}: {line}")
+            todo[student, rel] = {"row": _row(name, sum(p for _, p in exercises[name].checks.values()) if name else 0.0, "refused", line)}
+            continue
         try:
             data = path.read_bytes()
             nb = nbformat.reads(data.decode("utf-8"), as_version=4)
@@ -1426,7 +1665,7 @@ def _submissions(found, folder, exercises, limits, problems):
         else:
             graded[student, name] = rel
             if not any(c.cell_type == "code" for c in nb.cells): line = f"{line}; it has no code cells" if line else "it has no code cells"
-            todo[student, rel] = {"nb": nb, "exercise": name, "key": _key(data, exercises[name], limits), "line": line}
+            todo[student, rel] = {"nb": nb, "exercise": name, "key": _key(data, exercises[name], limits, student), "line": line}
     return todo
 
 def grade_folder(folder: Union[str, Path], out: Union[str, Path] = "grades.csv", limits: Optional[Limits] = None, jobs: Optional[int] = None,
@@ -1443,29 +1682,34 @@ def grade_folder(folder: Union[str, Path], out: Union[str, Path] = "grades.csv",
     snapshot = _Snapshot(top)  # before any submission runs
     todo = _submissions(found, folder, exercises, limits, problems)
     cache_path = out.with_name(f".{out.name}.cache.json")
+    hidden = [folder, out, cache_path, feedback]   # no kernel reads the class's notebooks or its grades, of this run or an earlier one
     cache = json.loads(cache_path.read_text(encoding="utf-8")) if cache_path.is_file() else {}
     new = {k: job for k, job in todo.items() if "nb" in job and job["key"] not in cache}
     references = {name: reference_fingerprints(exercises[name]) for name in {j["exercise"] for j in new.values()}}
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(new)))
     verdicts, running, lock, suspects = Queue(), set(), threading.Lock(), {}
-    for _ in range(jobs if new else 0): verdicts.put(_Verdict())  # each imports the checks now, before any submission's code runs
+    seed = _run_seed()   # one for the run: every notebook meets the same inputs, and the next run other ones
     def grade(key, job):
         verdict = verdicts.get()
         with lock: running.add(key)
-        try: return _graded(job["nb"], exercises[job["exercise"]], limits, references[job["exercise"]], verdict, sandbox)
+        try: return _graded(job["nb"], exercises[job["exercise"]], limits, references[job["exercise"]], verdict, sandbox, hidden)
         finally:
             verdicts.put(verdict)
             with lock:
                 if snapshot.moved():  # the class's files changed while these ran: each of them is a suspect
                     for k in running: suspects[k] = sorted(running - {k})
                 running.discard(key)
+    reaping = _reaping()   # from now until the verdict processes are closed: what a kernel leaves behind is ended
+    reaping.__enter__()
     try:
+        for _ in range(jobs if new else 0): verdicts.put(_Verdict(limits.address_space(), seed))  # each imports the checks now, before any submission's code runs
         with ThreadPoolExecutor(jobs) as pool:
             futures = {pool.submit(grade, k, j): j for k, j in new.items()}
             for f in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="notebook", disable=not progress or not futures):
-                cache[futures[f]["key"]] = f.result()
+                cache[futures[f]["key"]] = _bounded(f.result())
     finally:
         while not verdicts.empty(): verdicts.get().close()
+        reaping.__exit__(None, None, None)
     changed = snapshot.restore()
     if changed: problems.append(f"files of the submissions folder changed while grading; put back as they were: {', '.join(changed)}")
     rows = []
@@ -1475,7 +1719,7 @@ def grade_folder(folder: Union[str, Path], out: Union[str, Path] = "grades.csv",
         if (student, rel) in suspects:
             beside = f" (beside {', '.join(f'{s}/{n}' for s, n in suspects[student, rel])})" if suspects[student, rel] else ""
             row["integrity"] = "; ".join(filter(None, [row["integrity"], f"files of the class changed while it ran{beside}: put back"]))
-        rows.append({"student": student, "notebook": rel, **row})
+        rows.append(_bounded({"student": student, "notebook": rel, **row}))
     _write(out, feedback, rows, problems)
     with atomic_write(cache_path, encoding="utf-8") as f:  # only what this folder holds now, less what the grader failed to run
         json.dump({j["key"]: cache[j["key"]] for j in todo.values() if "nb" in j and not cache[j["key"]].get("retry")}, f)
