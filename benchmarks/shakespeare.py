@@ -64,46 +64,43 @@ def cli(a):
 COUNT_ORDER = 7   # the best order of chapter 16's table
 
 
+def command_run(entry):
+    "Run `train --task shakespeare` in this process with the command's task registry entry replaced by `entry` (task maker, options): (parameters, wall seconds from the call to its end, nats per character on every validation character after the first, the task)."
+    from transformer_tutorial import cli as tt
+    from transformer_tutorial.model_files import read_config
+    saved, tt.TASKS['shakespeare'] = tt.TASKS['shakespeare'], entry
+    out = os.path.join(tempfile.mkdtemp(), 'run')
+    try:
+        t = time.perf_counter()
+        with contextlib.redirect_stdout(open(os.devnull, 'w')): tt.main(['train', '--task', 'shakespeare', '--out', out])
+        wall = time.perf_counter() - t
+    finally: tt.TASKS['shakespeare'] = saved
+    task, model = tt.task_from_config(read_config(out)['task']), from_pretrained(out)
+    nats = task.evaluate(model, n=None)['bits_per_char'] * math.log(2)
+    return sum(p.numel() for p in model.parameters()), wall, nats, task
+
+
 def blocks(a):
     "The command's run in this process with GPT-2's block, then with its own (`SHAKESPEARE_BLOCK`): parameters, wall time, the fair score against the count model."
     from transformer_tutorial import cli as tt
-    from transformer_tutorial.model_files import read_config
     make, options = tt.TASKS['shakespeare']
     counted = None
     print("| block | parameters | wall time | nats per character | against the count model |\n|---|---|---|---|---|", flush=True)
     for name, block, d_ff in (('GPT-2 (chapter 17)', {}, 512), ('Llama, tied (chapter 17c)', tt.SHAKESPEARE_BLOCK, options['d_ff'])):
-        tt.TASKS['shakespeare'] = (lambda: ShakespeareTask(context=64, block=block), {**options, 'd_ff': d_ff})
-        out = os.path.join(tempfile.mkdtemp(), 'run')
-        try:
-            t = time.perf_counter()
-            with contextlib.redirect_stdout(open(os.devnull, 'w')): tt.main(['train', '--task', 'shakespeare', '--out', out])
-            wall = time.perf_counter() - t
-        finally: tt.TASKS['shakespeare'] = (make, options)
-        task, model = tt.task_from_config(read_config(out)['task']), from_pretrained(out)
-        nats = task.evaluate(model, n=None)['bits_per_char'] * math.log(2)
+        params, wall, nats, task = command_run((lambda block=block: ShakespeareTask(context=64, block=block), {**options, 'd_ff': d_ff}))
         counted = counted if counted is not None else count_model_loss(task)
-        print(f"| {name} | {sum(p.numel() for p in model.parameters()):,} | {wall:.1f} s | {nats:.4f} | "
-              f"{abs(counted - nats):.3f} {'better' if nats < counted else 'worse'} |", flush=True)
+        print(f"| {name} | {params:,} | {wall:.1f} s | {nats:.4f} | {abs(counted - nats):.3f} {'better' if nats < counted else 'worse'} |", flush=True)
 
 
 def schedules(a):
     "The command's run in this process with its own schedule, then with a cosine to 10 % of the peak: the fair score of each."
     from transformer_tutorial import cli as tt
-    from transformer_tutorial.model_files import read_config
     make, options = tt.TASKS['shakespeare']
     counted = None
     print("| schedule after 100 warmup steps | steps | wall time | nats per character | against the count model |\n|---|---|---|---|---|", flush=True)
     for name, change in (("inverse square root, cooldown over the last 40 % to 5 % (the command's)", {}),
                          ('cosine to 10 % of the peak at the last step', {'schedule': 'cosine', 'lr_floor': 0.1})):
-        tt.TASKS['shakespeare'] = (make, {**options, **change})
-        out = os.path.join(tempfile.mkdtemp(), 'run')
-        try:
-            t = time.perf_counter()
-            with contextlib.redirect_stdout(open(os.devnull, 'w')): tt.main(['train', '--task', 'shakespeare', '--out', out])
-            wall = time.perf_counter() - t
-        finally: tt.TASKS['shakespeare'] = (make, options)
-        task, model = tt.task_from_config(read_config(out)['task']), from_pretrained(out)
-        nats = task.evaluate(model, n=None)['bits_per_char'] * math.log(2)
+        _, wall, nats, task = command_run((make, {**options, **change}))
         counted = counted if counted is not None else count_model_loss(task)
         print(f"| {name} | {options['steps']} | {wall:.1f} s | {nats:.4f} | {abs(counted - nats):.3f} {'better' if nats < counted else 'worse'} |", flush=True)
 

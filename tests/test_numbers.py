@@ -35,7 +35,6 @@ EXCEPTIONS = [
     ("09b_positions", "90 %", "a figure of the cited paper: BERT's pre-training schedule (Devlin et al. 2019, Appendix A.2)"),
     ("10_training", "40%", "a setting: the cooldown's share of the schedule"),
     ("10_training", "150 steps", "a setting: the toy model's training length"),
-    ("10_training", "10 %", "a figure of the cited papers: the floor GPT-3 (Brown et al. 2020, appendix B) and Llama (Touvron et al. 2023, section 2.2) decay to"),
     ("10_training", "500 steps", "a setting: the copy task's schedule length, drawn in the figure"),
     ("11_copy_task", "1500 steps", "a setting: the step budget of `train_task`"),
     ("11_copy_task", "99.5%", "an illustration of the two metrics (what a token accuracy can hide), not a measurement"),
