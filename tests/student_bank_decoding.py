@@ -121,7 +121,7 @@ NAMED = {
 # ---------------------------------------------------------------- greedy decoding with the cache
 def _decode(model, src, max_len, start_id, end_id, pad_id, *, attend=attn_cat_sdpa, position=lambda t: t, memory_mask=True,
             encoder_mask=True, pad_after_end=True, stop=lambda done: bool(done.all()), argmax=lambda logits: logits[:, 0].argmax(-1),
-            one_cache=False, memory_row0=False, cache=None):
+            one_cache=False, memory_row0=False, cache=None, reencode=False, final_norm=True):
     "The pieces every version below shares, with the choice each one changes."
     src_mask = padding_mask(src, pad_id)                                    # (B, 1, 1, Ls)
     memory = model.encode(src, src_mask if encoder_mask else None)
@@ -134,6 +134,7 @@ def _decode(model, src, max_len, start_id, end_id, pad_id, *, attend=attn_cat_sd
     done = torch.zeros(B, dtype=torch.bool)
     out = []
     for t in range(max_len):
+        if reencode: memory = model.encode(src, src_mask if encoder_mask else None)
         x = model.tgt_embed(token[:, None]) + model.positional.pe[position(t)]
         for i, layer in enumerate(layers):
             j = 0 if one_cache else i
@@ -144,7 +145,7 @@ def _decode(model, src, max_len, start_id, end_id, pad_id, *, attend=attn_cat_sd
             x = layer.sublayers[0](x, self_attn)
             x = layer.sublayers[1](x, lambda y: layer.cross_attn(y, memory, memory, src_mask if memory_mask else None)[0])
             x = layer.sublayers[2](x, layer.feed_forward)
-        token = argmax(model.output(model.decoder.norm(x)))
+        token = argmax(model.output(model.decoder.norm(x) if final_norm else x))
         if pad_after_end: token = token.masked_fill(done, pad_id)
         out.append(token)
         done = done | (token == end_id)
@@ -160,7 +161,7 @@ def greedy_lists(model, src, max_len, start_id, end_id, pad_id):
 @_reg(GREEDY, correct=True)
 @torch.no_grad()
 def greedy_preallocated(model, src, max_len, start_id, end_id, pad_id):
-    "CORRECT: a (B, max_len) output filled with pad_id up front, every row run for max_len steps, finished rows masked."
+    "CORRECT: a (B, max_len) output filled with pad_id up front, finished rows masked, cut after the step where the last row ended (the statement: stop when every row has ended)."
     src_mask = padding_mask(src, pad_id)
     memory = model.encode(src, src_mask)
     B, H, d = src.size(0), model.config.num_heads, model.config.d_model
@@ -179,6 +180,7 @@ def greedy_preallocated(model, src, max_len, start_id, end_id, pad_id):
         nxt = model.output(model.decoder.norm(x)).squeeze(1).argmax(dim=1)
         out[alive, t] = nxt[alive]
         alive &= nxt != end_id
+        if not alive.any(): return out[:, :t + 1]
         prev = nxt[:, None]
     return out
 
@@ -306,7 +308,28 @@ def greedy_with_start(model, src, max_len, start_id, end_id, pad_id):
     out = _decode(model, src, max_len, start_id, end_id, pad_id)
     return torch.cat([torch.full_like(out[:, :1], start_id), out], 1)
 
+@_reg(GREEDY)
+@torch.no_grad()
+def greedy_encodes_every_step(model, src, max_len, start_id, end_id, pad_id):
+    "MISTAKE: calls model.encode again at every step (the tokens agree; the exercise encodes the source once)."
+    return _decode(model, src, max_len, start_id, end_id, pad_id, reencode=True)
+
+@_reg(GREEDY)
+@torch.no_grad()
+def greedy_never_stops(model, src, max_len, start_id, end_id, pad_id):
+    "MISTAKE: always runs max_len steps, returning columns of pads after every row has ended."
+    return _decode(model, src, max_len, start_id, end_id, pad_id, stop=lambda done: False)
+
+@_reg(GREEDY)
+@torch.no_grad()
+def greedy_no_final_norm(model, src, max_len, start_id, end_id, pad_id):
+    "MISTAKE: the decoder's final norm is left out before the output layer."
+    return _decode(model, src, max_len, start_id, end_id, pad_id, final_norm=False)
+
 NAMED.update({
+    'greedy_encodes_every_step': 'encode the source once',
+    'greedy_never_stops': 'stop when every row has produced end_id',
+    'greedy_no_final_norm': "the decoder's final norm is missing",
     'greedy_position_zero': "position 0's positional encoding",
     'greedy_position_next': 'one position ahead',
     'greedy_no_memory_mask': 'cross-attention reads the source',
@@ -365,7 +388,25 @@ def penalty_math_pow(length, alpha):
     "MISTAKE: math.pow, which turns a tensor of lengths into an error."
     return math.pow((5 + length) / 6, alpha)
 
+@_reg(PENALTY)
+def penalty_number_at_alpha_zero(length, alpha):
+    "MISTAKE: returns the number 1 at alpha = 0, also for a tensor of lengths."
+    return 1.0 if alpha == 0 else ((5 + length) / 6) ** alpha
+
+@_reg(PENALTY)
+def penalty_six_to_the_alpha(length, alpha):
+    "MISTAKE: (5 + length) / 6 ** alpha: ** binds tighter than /."
+    return (5 + length) / 6 ** alpha
+
+@_reg(PENALTY)
+def penalty_over_five(length, alpha):
+    "MISTAKE: divides by 5 instead of 6."
+    return ((5 + length) / 5) ** alpha
+
 NAMED.update({
+    'penalty_number_at_alpha_zero': 'at alpha=0: return a tensor like the lengths',
+    'penalty_six_to_the_alpha': 'only the 6 is raised to alpha',
+    'penalty_over_five': 'divided by 5 instead of 6',
     'penalty_six_outside': 'the division by 6 is outside the power',
     'penalty_length_power': 'length ** alpha is the simpler penalty',
     'penalty_times_alpha': 'alpha multiplies instead of being the exponent',
@@ -376,7 +417,7 @@ NAMED.update({
 from transformer_tutorial.decoding import KVCache, decode_step
 
 def _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, *, normalize=True, at_the_end=False,
-                 finished='pad', joint=True, probabilities=False, all_beams_live=False, flat_ids=False):
+                 finished='pad', joint=True, probabilities=False, all_beams_live=False, flat_ids=False, final_raw=False, start_counted=False):
     "The pieces every beam search below shares, with the choice each one changes."
     K, V = beam_size, model.config.tgt_vocab_size
     src_mask = padding_mask(src, pad_id).repeat_interleave(K, 0)           # (K, 1, 1, Ls)
@@ -386,7 +427,7 @@ def _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id
     score = torch.zeros(K, dtype=cache.keys.dtype)
     if not all_beams_live: score[1:] = -math.inf
     if probabilities: score = score.exp()
-    length, done = torch.zeros(K), torch.zeros(K, dtype=torch.bool)
+    length, done = torch.full((K,), float(start_counted)), torch.zeros(K, dtype=torch.bool)
     for t in range(max_len):
         step = decode_step(model, ys[:, -1], cache, src_mask).log_softmax(-1)
         if finished == 'pad':
@@ -404,9 +445,9 @@ def _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id
         cache.reorder(rows)
         done = (torch.zeros_like(done) if finished == 'extend' else done[rows]) | (token == end_id)
         if done.all(): break
-    final = score / penalty_formula(length, alpha) if normalize else score
+    final = score / penalty_formula(length, alpha) if normalize and not final_raw else score
     top = int(final.argmax())
-    return (flat if flat_ids else ys)[top:top + 1, 1:int(length[top]) + 1]
+    return (flat if flat_ids else ys)[top:top + 1, 1:int(length[top]) - int(start_counted) + 1]
 
 @_reg(BEAM, correct=True)
 @torch.no_grad()
@@ -488,7 +529,21 @@ def beam_returns_flat_indices(model, src, max_len, beam_size, alpha, start_id, e
     "MISTAKE: returns each step's index into the flattened beam_size * V candidates (beam * V + token), not the token (best % V)."
     return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, flat_ids=True)
 
+@_reg(BEAM)
+@torch.no_grad()
+def beam_final_by_raw_score(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "MISTAKE: ranks by score / length_penalty while searching, but returns the hypothesis of highest raw score."
+    return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, final_raw=True)
+
+@_reg(BEAM)
+@torch.no_grad()
+def beam_length_counts_start(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
+    "MISTAKE: the start token is counted in the length the penalty divides by."
+    return _beam_search(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, start_counted=True)
+
 NAMED.update({
+    'beam_final_by_raw_score': 'the one of highest raw log-probability',
+    'beam_length_counts_start': 'the start token is counted in the length',
     'beam_returns_flat_indices': 'returned ids outside 0..12',
     'beam_unnormalized': 'without the length penalty',
     'beam_normalized_at_the_end': 'divides only at the final choice',

@@ -100,7 +100,16 @@ def forward_probabilities(model, idx):
     x = model.positions(model.embed(idx))
     return model.head(model.norm(_blocks(model, x, causal_mask(idx.size(1))))).softmax(-1)
 
+@_reg(FORWARD)
+def forward_norm_after_every_block(model, idx):
+    "MISTAKE: the final norm applied after every block as well."
+    L = idx.size(1)
+    x = model.embed(idx) + model.positions.table.weight[:L]
+    for layer in model.layers: x = model.norm(layer(x, causal_mask(L)))
+    return model.head(model.norm(x))
+
 NAMED.update({
+    'forward_norm_after_every_block': 'model.norm is applied after every block',
     'forward_calls_the_model': 'calls the whole model',
     'forward_no_mask': 'no causal mask',
     'forward_upper_mask': 'the mask is the upper triangle',
@@ -174,7 +183,22 @@ def top_k_other_device(logits, k):
     kth = logits.topk(k, dim=-1).values[..., -1:]
     return logits.masked_fill(logits < kth, -math.inf).to('meta')
 
+@_reg(TOP_K)
+def top_k_large_negative(logits, k):
+    "MISTAKE: dropped logits set to -1e9 instead of -inf."
+    kth = logits.topk(k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, -1e9)
+
+@_reg(TOP_K)
+def top_k_in_float32(logits, k):
+    "MISTAKE: computes in float32, so float64 logits come back float32."
+    logits = logits.float()
+    kth = logits.topk(k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, -math.inf)
+
 NAMED.update({
+    'top_k_large_negative': 'not -inf: set dropped logits to exactly -inf',
+    'top_k_in_float32': "keep the logits' dtype",
     'top_k_other_device': "returned a tensor on meta (called with (4, 10), 3): keep the inputs' device (cpu)",
     'top_k_smallest': 'kept the k smallest logits',
     'top_k_filled_with_zero': 'set dropped logits to -inf',
@@ -250,7 +274,31 @@ def top_p_filled_with_minus_100(logits, p):
     probs = ranked.softmax(-1)
     return logits.scatter(-1, order, ranked.masked_fill(probs.cumsum(-1) - probs >= p, -100.0))
 
+@_reg(TOP_P)
+def top_p_strict_at_the_boundary(logits, p):
+    "MISTAKE: drops a token only when the mass above it exceeds p (> p), so a token whose more likely tokens sum to exactly p is kept."
+    ranked, order = logits.sort(-1, descending=True)
+    probs = ranked.softmax(-1)
+    return logits.scatter(-1, order, ranked.masked_fill(probs.cumsum(-1) - probs > p, -math.inf))
+
+@_reg(TOP_P)
+def top_p_in_float32(logits, p):
+    "MISTAKE: computes in float32, so float64 logits come back float32."
+    logits = logits.float()
+    ranked, order = logits.sort(-1, descending=True)
+    probs = ranked.softmax(-1)
+    return logits.scatter(-1, order, ranked.masked_fill(probs.cumsum(-1) - probs >= p, -math.inf))
+
+@_reg(TOP_P)
+def top_p_unsorted(logits, p):
+    "MISTAKE: the cumulative sum in the vocabulary's order, without sorting."
+    probs = logits.softmax(-1)
+    return logits.masked_fill(probs.cumsum(-1) - probs >= p, -math.inf)
+
 NAMED.update({
+    'top_p_strict_at_the_boundary': 'sum to exactly p',
+    'top_p_in_float32': "keep the logits' dtype",
+    'top_p_unsorted': "summed in the vocabulary's order",
     'top_p_drops_the_reaching_token': 'the token that reaches p is dropped',
     'top_p_ascending': 'ranked least likely first',
     'top_p_on_logits': 'summed the logits, not the probabilities',
@@ -346,6 +394,26 @@ NAMED.update({
     'sample_top_p_first': 'top-p is applied before top-k',
     'sample_argmax_always': 'always the most likely token',
     'sample_global_rng': 'draw from the generator argument',
-    'sample_column': 'take [:, 0]',
+    'sample_column': 'argmax(-1, keepdim=True) keeps a column',
     'sample_top_k_ignored': 'top_k is ignored',
+})
+
+@_reg(SAMPLE)
+def sample_top_p_zero_is_off(logits, temperature, top_k, top_p, generator):
+    "MISTAKE: `if top_p:` reads top_p=0.0, which keeps the most likely token alone, as no top-p at all."
+    if temperature == 0: return logits.argmax(-1)
+    z = logits / temperature
+    if top_k: z = _filtered(z, top_k, None)
+    if top_p: z = _filtered(z, None, top_p)
+    return torch.multinomial(z.softmax(-1), 1, generator=generator)[:, 0]
+
+@_reg(SAMPLE)
+def sample_squeezed(logits, temperature, top_k, top_p, generator):
+    "MISTAKE: squeeze() on multinomial's (B, 1), which for a batch of one gives a 0-dim tensor."
+    if temperature == 0: return logits.argmax(-1)
+    return torch.multinomial(_filtered(logits / temperature, top_k, top_p).softmax(-1), 1, generator=generator).squeeze()
+
+NAMED.update({
+    'sample_top_p_zero_is_off': 'top_p=0.0 is read as off',
+    'sample_squeezed': 'squeeze() drops the batch axis of a batch of one',
 })

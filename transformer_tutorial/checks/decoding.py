@@ -108,7 +108,7 @@ def _tiny_model(dtype=torch.float32, seed=118, V=13, num_layers=2):
         return Transformer(V, V, d_model=16, num_heads=2, num_layers=num_layers, d_ff=32, dropout=0.0, max_len=40).eval().to(dtype)
 
 @torch.no_grad()
-def _greedy(model, src, max_len, start, end, pad, *, pos='right', enc_mask=True, mem_mask=True, after_end='pad', see_current=True):
+def _greedy(model, src, max_len, start, end, pad, *, pos='right', enc_mask=True, mem_mask=True, after_end='pad', see_current=True, final_norm=True):
     "Greedy decoding by recomputing the whole prefix, with each mistake a student might make; the output right-padded to max_len."
     src_mask = padding_mask(src, pad)                                       # (B, 1, 1, Ls)
     memory = model.encode(src, src_mask if enc_mask else None)              # (B, Ls, d_model)
@@ -119,9 +119,12 @@ def _greedy(model, src, max_len, start, end, pad, *, pos='right', enc_mask=True,
         L = ys.size(1)
         at = {'right': torch.arange(L), 'zero': torch.zeros(L, dtype=torch.long), 'next': torch.arange(1, L + 1)}[pos]
         mask = causal_mask(L) if see_current else torch.ones(L, L, dtype=torch.bool).tril(-1)[None, None]
-        h = model.decoder(model.tgt_embed(ys) + pe[at], memory, mask, src_mask if mem_mask else None)
+        h = model.tgt_embed(ys) + pe[at]
+        for layer in model.decoder.layers: h = layer(h, memory, mask, src_mask if mem_mask else None)
+        if final_norm: h = model.decoder.norm(h)
         nxt = model.output(h[:, -1]).argmax(-1)                             # (B,)
-        if after_end == 'pad': nxt = nxt.masked_fill(done, pad)
+        if after_end == 'end_as_pad': done |= nxt == end                    # marked finished first: its end token becomes a pad
+        if after_end in ('pad', 'end_as_pad'): nxt = nxt.masked_fill(done, pad)
         ys = torch.cat([ys, nxt[:, None]], 1)
         done |= nxt == end
         if after_end == 'stop_at_first' and done.any(): break
@@ -154,9 +157,17 @@ class _KeyCounter:
     def remove(self):
         for h in self.hooks: h.remove()
 
+def _stopped(name, raw, want, end, max_len, what):
+    "Fail when every row of `want` ended before max_len but the student's `raw` output goes on past the step where the last one ended."
+    ends = [(row == end).nonzero() for row in want]
+    steps = max(int(e[0]) + 1 if len(e) else max_len for e in ends)          # every row has ended after this many steps
+    if steps < max_len and raw.size(1) > steps:
+        _fail(name, f"returned {raw.size(1)} tokens per row where every row had ended after {steps} ({what}): stop when every row has produced end_id, "
+                    "rather than running max_len steps and returning columns of pads")
+
 @_keeps_rng
 def check_greedy_decode_cached(fn: Callable) -> None:
-    "Check `fn(model, src, max_len, start_id, end_id, pad_id)`: greedy decoding of the encoder-decoder `model` with a key/value cache gives the course's `greedy_decode` token for token ((B, ≤max_len) tokens after the start token, pad_id after each row's end_id), computes each position's keys once, and keeps rows apart; a batch of one, max_len 1, a row that ends at once, float64."
+    "Check `fn(model, src, max_len, start_id, end_id, pad_id)`: greedy decoding of the encoder-decoder `model` with a key/value cache gives the course's `greedy_decode` token for token ((B, ≤max_len) tokens after the start token, pad_id after each row's end_id), encodes the source once, computes each position's keys once, stops when every row has ended, and keeps rows apart; a batch of one, max_len 1, a row that ends at once, float64."
     name, n = 'greedy_decode_cached', 0
     model, pad, start = _tiny_model(), 0, 1
     src = torch.randint(3, 13, (3, 7), generator=torch.Generator().manual_seed(112))
@@ -167,9 +178,13 @@ def check_greedy_decode_cached(fn: Callable) -> None:
     end = next(v for v in range(3, 13) if sum(f is not None for f in firsts[v]) >= 2 and len(set(firsts[v])) == 3)
     want = _greedy(model, src, max_len, start, end, pad)
     what = f"src {tuple(src.shape)} with padding, max_len={max_len}, start_id={start}, end_id={end}, pad_id={pad}"
-    counter = _KeyCounter(model)
-    try: out = _tokens(name, _decode_call(name, fn, model, src, max_len, start, end, pad), 3, max_len, what)
-    finally: counter.remove()
+    counter, encodes, encode = _KeyCounter(model), [], model.encode
+    def counted(*args, **kwargs):
+        encodes.append(1)
+        return encode(*args, **kwargs)
+    model.encode = counted                                                  # how often the source is encoded
+    try: raw = _decode_call(name, fn, model, src, max_len, start, end, pad); out = _tokens(name, raw, 3, max_len, what)
+    finally: counter.remove(); del model.encode
     if not torch.equal(out, want):
         cands = [(_greedy(model, src, max_len, start, end, pad, **kw), msg) for kw, msg in [
             (dict(pos='zero'), "every step adds position 0's positional encoding: the token fed at step t sits at position t, so add pe[t]"),
@@ -180,6 +195,8 @@ def check_greedy_decode_cached(fn: Callable) -> None:
             (dict(after_end='continue'), "a row goes on after its end_id: once a row has produced end_id, emit pad_id for it until every row has ended"),
             (dict(after_end='stop_at_first'), "decoding stops when the first row ends: the other rows go on until each has produced end_id (or max_len)"),
             (dict(see_current=False), "the newest position is missing from its own self-attention: append its key and value to the cache before attending"),
+            (dict(after_end='end_as_pad'), "a row's end_id is replaced by pad_id: emit the end token, then pad_id from the next step on (fill with the rows finished before this step)"),
+            (dict(final_norm=False), "the decoder's final norm is missing: apply model.decoder.norm to the last layer's output before model.output"),
         ]]
         msg = next((m for c, m in cands if torch.equal(out, c)), None)
         if msg is None and (out == 0).all(): msg = "every token is 0: the argmax ran over a wrong axis; take it over the vocabulary, logits.argmax(-1) of (B, V)"
@@ -193,6 +210,10 @@ def check_greedy_decode_cached(fn: Callable) -> None:
             if all(a is not None and torch.equal(a[0], want[r]) for r, a in enumerate(alone)):
                 msg = "each row decoded alone is right, decoded together they are not: the rows of the batch share something (a cache, a done flag); keep everything per row"
         _fail(name, f"{msg or 'tokens differ from greedy decoding'} ({_first_difference(out, want)}; {what})")
+    n += 1
+    if len(encodes) > 1:
+        _fail(name, f"model.encode was called {len(encodes)} times for one decoding ({what}): encode the source once, before the loop, and reuse the memory at every step")
+    _stopped(name, raw, want, end, max_len, what)
     n += 1
     bound = src.size(0) * max_len * len(model.decoder.layers)              # one key per row, step and layer, even without stopping early
     if counter.n > bound:
@@ -210,8 +231,10 @@ def check_greedy_decode_cached(fn: Callable) -> None:
         ("float64", src, max_len, end, _tiny_model(torch.float64)),
     ]:
         want = _greedy(mdl, s, m, start, e, pad)
-        got = _tokens(name, _decode_call(name, fn, mdl, s, m, start, e, pad), s.size(0), m, label)
+        raw = _decode_call(name, fn, mdl, s, m, start, e, pad)
+        got = _tokens(name, raw, s.size(0), m, label)
         if not torch.equal(got, want): _fail(name, f"wrong for {label} ({_first_difference(got, want)})")
+        _stopped(name, raw, want, e, m, label)
         n += 1
     _passed(name, n)
 
@@ -234,7 +257,10 @@ def check_length_penalty(fn: Callable) -> None:
                      ((5 + length) ** alpha, "the denominator (5 + 1) ** alpha is missing: it ranks hypotheses the same, but the penalty of one token must be 1, ((5 + length) / 6) ** alpha"),
                      (length ** alpha, "length ** alpha is the simpler penalty; GNMT's is ((5 + length) / 6) ** alpha, which is 1 for length 1"),
                      ((5 + length) / 6 * alpha, "alpha multiplies instead of being the exponent: ((5 + length) / 6) ** alpha"),
-                     (((5 + length) / 6) ** -alpha, "the exponent is -alpha: the score is divided by ((5 + length) / 6) ** alpha, so the penalty itself grows with the length")]
+                     (((5 + length) / 6) ** -alpha, "the exponent is -alpha: the score is divided by ((5 + length) / 6) ** alpha, so the penalty itself grows with the length"),
+                     ((5 + length) / 6 ** alpha, "only the 6 is raised to alpha ((5 + length) / 6 ** alpha: ** binds tighter than /): write ((5 + length) / 6) ** alpha"),
+                     (((5 + length) // 6) ** alpha, "(5 + length) // 6 floors the ratio: divide with /, ((5 + length) / 6) ** alpha"),
+                     (((5 + length) / 5) ** alpha, "divided by 5 instead of 6 = 5 + 1: the penalty of one token must be 1, ((5 + length) / 6) ** alpha")]
             msg = next((m for v, m in forms if math.isclose(got, v, rel_tol=1e-6)), "wrong value")
             _fail(name, f"{msg} (length={length}, alpha={alpha}: got {got:.6g}, expected {want:.6g})")
         n += 1
@@ -243,6 +269,12 @@ def check_length_penalty(fn: Callable) -> None:
     out = _hinted(tensors, lambda: _call(name, fn, lengths, 0.6))
     if not isinstance(out, torch.Tensor) or out.shape != lengths.shape:
         _fail(name, f"returned {_shape(out)} for a tensor of lengths {tuple(lengths.shape)}: compute elementwise, (5 + length) / 6 on the tensor")
+    ones = _call(name, fn, lengths, 0.0)
+    if not isinstance(ones, torch.Tensor) or ones.shape != lengths.shape:
+        _fail(name, f"returned {_shape(ones)} for a tensor of lengths {tuple(lengths.shape)} at alpha=0: return a tensor like the lengths, all ones "
+                    "(no special case for alpha == 0 that returns the number 1: ((5 + length) / 6) ** 0 gives the ones)")
+    if ones.dtype != torch.float64 or not torch.equal(ones, torch.ones_like(lengths)):
+        _fail(name, f"wrong for a tensor of float64 lengths at alpha=0 (got {ones.tolist()}, dtype {ones.dtype}): every penalty is 1, a float64 tensor of ones")
     if out.dtype != torch.float64:
         _fail(name, f"returned dtype {out.dtype} for a float64 tensor of lengths: compute elementwise in the lengths' dtype")
     if not torch.isfinite(out).all():
@@ -254,7 +286,7 @@ def check_length_penalty(fn: Callable) -> None:
 
 # %% ../../nbs/13f_decoding_checks.ipynb #d38b4c7c
 @torch.no_grad()
-def _beam(model, src, max_len, K, alpha, start, end, pad, *, score='every', finished='pad', joint=True, probs=False, all_live=False):
+def _beam(model, src, max_len, K, alpha, start, end, pad, *, score='every', finished='pad', joint=True, probs=False, all_live=False, final_raw=False, start_counted=False):
     "Beam search over one source (1, Ls) with each mistake a student might make: the best hypothesis (1, ≤max_len), its end token included."
     V = model.config.tgt_vocab_size
     src_mask = padding_mask(src, pad).repeat_interleave(K, 0)              # (K, 1, 1, Ls): one row per beam
@@ -263,7 +295,7 @@ def _beam(model, src, max_len, K, alpha, start, end, pad, *, score='every', fini
     acc = torch.full((K,), -math.inf, dtype=cache.keys.dtype)
     acc[0 if not all_live else slice(None)] = 0.0                           # every beam starts as <s>: extend only the first
     if probs: acc = acc.exp()                                               # probabilities multiplied instead of log-probabilities added
-    length, done = torch.zeros(K), torch.zeros(K, dtype=torch.bool)
+    length, done = torch.full((K,), float(start_counted)), torch.zeros(K, dtype=torch.bool)   # start_counted: the start token in the length
     only_pad = torch.full((V,), -math.inf, dtype=acc.dtype)
     only_pad[pad] = 0.0                                                     # a finished beam's one extension
     for t in range(max_len):
@@ -281,9 +313,9 @@ def _beam(model, src, max_len, K, alpha, start, end, pad, *, score='every', fini
         cache.reorder(rows)
         done = (torch.zeros_like(done) if finished == 'extend' else done[rows]) | (token == end)
         if done.all(): break
-    final = acc / length_penalty(length, alpha) if score in ('every', 'final') else acc
+    final = acc / length_penalty(length, alpha) if score in ('every', 'final') and not final_raw else acc
     top = int(final.argmax())
-    return ys[top:top + 1, 1:int(length[top]) + 1]
+    return ys[top:top + 1, 1:int(length[top]) - int(start_counted) + 1]
 
 @torch.no_grad()
 def _hypothesis_score(model, src, tokens, alpha, start, pad):
@@ -293,7 +325,7 @@ def _hypothesis_score(model, src, tokens, alpha, start, pad):
     return (logp.gather(-1, tokens[:, None]).sum() / length_penalty(len(tokens), alpha)).item()
 
 # the cases: (seed of the source, end_id, beam_size, alpha); together they tell every mistake below from the others
-_BEAM_CASES = [(2, 3, 5, 2.0), (0, 4, 3, 4.0), (1, 6, 3, 2.0), (0, 5, 3, 0.6), (3, 7, 2, 1.0)]
+_BEAM_CASES = [(2, 3, 5, 2.0), (0, 4, 3, 4.0), (1, 6, 3, 2.0), (0, 5, 3, 0.6), (3, 7, 2, 1.0), (0, 3, 4, 2.0), (0, 6, 3, 2.0)]
 _BEAM_MISTAKES = [
     (dict(score='none'), "the hypotheses are ranked by their summed log-probability without the length penalty (or by a product of "
                          "probabilities, which ranks the same way and underflows to 0 on long outputs): rank every candidate by "
@@ -306,6 +338,10 @@ _BEAM_MISTAKES = [
     (dict(all_live=True), "every beam starts at score 0, so the first step picks the same tokens beam_size times and the beam holds copies: "
                           "start the other beams at -inf (only the first is extended at the first step)"),
     (dict(joint=False), "each beam is extended by its own best token: take the top beam_size of all beam_size * V candidates at once"),
+    (dict(final_raw=True), "the hypothesis returned is the one of highest raw log-probability: return the one of highest log-probability / length_penalty(length, alpha), "
+                           "the score the beam was ranked by"),
+    (dict(start_counted=True), "the start token is counted in the length the penalty divides by: a hypothesis's length is its generated tokens, the end token "
+                               "included and the start token not"),
 ]
 
 def _tokens_1d(name, out, max_len, end, what, V):
@@ -338,9 +374,13 @@ def check_beam_search(fn: Callable) -> None:
         want[case] = _beam(model, src, max_len, K, alpha, start, end, pad)[0]
         mine, best = _hypothesis_score(model, src, got[case], alpha, start, pad), _hypothesis_score(model, src, want[case], alpha, start, pad)
         if abs(mine - best) > 1e-5 and not torch.equal(got[case], want[case]):
+            source = lambda c: torch.randint(3, 13, (1, 7), generator=torch.Generator().manual_seed(200 + c[0]))
+            for c in _BEAM_CASES:                                           # a mistake is named only when it gives the student's hypothesis in every case
+                if c not in got:
+                    r = _try(lambda c=c: _call(name, fn, model, source(c), max_len, c[2], c[3], start, c[1], pad))
+                    got[c] = r[0] if isinstance(r, torch.Tensor) and r.dim() == 2 else None
             kws = [(kw, msg) for kw, msg in _BEAM_MISTAKES
-                   if all(torch.equal(got[c], _beam(model, torch.randint(3, 13, (1, 7), generator=torch.Generator().manual_seed(200 + c[0])),
-                                                    max_len, c[2], c[3], start, c[1], pad, **kw)[0]) for c in got)]
+                   if all(got[c] is not None and torch.equal(got[c], _beam(model, source(c), max_len, c[2], c[3], start, c[1], pad, **kw)[0]) for c in _BEAM_CASES)]
             msg = kws[0][1] if kws else "the hypothesis returned is not the best beam search finds"
             _fail(name, f"{msg} ({what}: got {got[case].tolist()} scoring {mine:.4f}, expected {want[case].tolist()} scoring {best:.4f})")
         n += 1

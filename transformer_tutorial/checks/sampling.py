@@ -24,7 +24,7 @@ def _gpt(seed=0, dtype=torch.float32, max_len=8):
         model.embed.weight.mul_(20)                                      # tokens that matter next to the position table (N(0, 1))
     return model
 
-def _forward(model, idx, *, mask='causal', positions=0, final_norm=True, scale=1.0):
+def _forward(model, idx, *, mask='causal', positions=0, final_norm=True, scale=1.0, norm_each=False):
     "The GPT's logits from its pieces, with each mistake a student might make (the defaults: right)."
     L = idx.size(1)
     x = model.embed(idx) * scale                                         # (B, L, d_model)
@@ -32,7 +32,9 @@ def _forward(model, idx, *, mask='causal', positions=0, final_norm=True, scale=1
     allowed = torch.ones(L, L, dtype=torch.bool)
     allowed = {'causal': allowed.tril(), 'none': None, 'reversed': ~allowed.tril(), 'strict': allowed.tril(-1),
                'next': allowed.tril(1), 'upper': allowed.triu()}[mask]
-    for layer in model.layers: x = layer(x, allowed)                     # (B, L, d_model)
+    for layer in model.layers:
+        x = layer(x, allowed)                                            # (B, L, d_model)
+        if norm_each: x = model.norm(x)
     return model.head(model.norm(x) if final_norm else x)                # (B, L, V)
 
 class _WholeModelCalled(Exception): pass
@@ -77,6 +79,7 @@ def check_gpt_forward(fn: Callable) -> None:
             (_try(lambda: _forward(model, idx, positions=None)), "no positions are added: add model.positions.table.weight[:L] (or model.positions(x)) to the token embeddings"),
             (_try(lambda: _forward(model, idx, positions=1)), "positions counted from 1: the first token takes row 0 of the position table"),
             (_try(lambda: _forward(model, idx, final_norm=False)), "the final norm is missing: apply model.norm to the last block's output before model.head"),
+            (_try(lambda: _forward(model, idx, norm_each=True)), "model.norm is applied after every block: it is the final norm, applied once to the last block's output before model.head (each block normalizes its own inputs)"),
             (_try(lambda: _forward(model, idx, scale=4.0)), "the embeddings are scaled by sqrt(d_model) (the 2017 paper's encoder-decoder does; GPT-2 does not): add the token and position embeddings as they are"),
             (_try(lambda: _forward(model, idx).softmax(-1)), "returned probabilities (a softmax): return the logits, before any softmax"),
             (_try(lambda: _forward(model, idx).log_softmax(-1)), "returned log-probabilities (a log_softmax): return the logits, before any softmax"),
@@ -102,9 +105,10 @@ def check_gpt_forward(fn: Callable) -> None:
     _passed(name, n)
 
 # %% ../../nbs/13g_sampling_checks.ipynb #31139675
-def _filter_inputs(seed, shape=(4, 10)):
-    "Logits without ties, each row in another order."
-    return 3 * _randn(*shape, seed=seed)
+def _filter_inputs(seed, shape=(4, 10), dtype=torch.float32):
+    "Logits without ties, each row in another order; in float64, values float32 cannot hold (so that a round trip through float32 shows)."
+    x = 3 * _randn(*shape, seed=seed).to(dtype)
+    return x * (1 + 1e-12) if dtype == torch.float64 else x
 
 def _kept(name, out, logits, what):
     "The student's filtered logits as a boolean (..., V) of the kept tokens, after checking type, shape, dtype and that kept logits are unchanged and dropped ones have probability 0."
@@ -125,14 +129,19 @@ def _kept(name, out, logits, what):
             _fail(name, f"the kept logits are not in their places for {what}: after masking in sorted order, put the logits back in the "
                         "vocabulary's order (scatter with the sort's indices)")
         _fail(name, f"changed the values of kept logits for {what}: a filter keeps them as they are and only sets the dropped ones to -inf")
+    finite = ~kept & ~torch.isneginf(out)                                # dropped, but to a large negative number
+    if finite.any():
+        _fail(name, f"a dropped token has logit {out[finite].max().item():g} for {what}, not -inf: set dropped logits to exactly -inf (-math.inf), "
+                    "not a large negative number, so that the token is impossible whatever the other logits are")
     return kept
 
 def _top_k_kept(logits, k):
     return torch.zeros_like(logits, dtype=torch.bool).scatter(-1, logits.topk(k, -1).indices, True)
 
-def _top_p_kept(logits, p, *, reach=True, ascending=False, on_logits=False):
+def _top_p_kept(logits, p, *, reach=True, ascending=False, on_logits=False, unsorted=False):
     "Which tokens top-p keeps, with each mistake a student might make (the defaults: right)."
     ranked, order = logits.sort(-1, descending=not ascending)
+    if unsorted: ranked, order = logits, torch.arange(logits.size(-1)).expand_as(logits)   # summed in the vocabulary's order
     mass = ranked if on_logits else ranked.softmax(-1)
     before = mass.cumsum(-1) - mass                                      # the mass ranked above each token
     keep = before < p if reach else mass.cumsum(-1) < p                  # reach: the token that reaches p is kept
@@ -145,9 +154,10 @@ def _show_kept(kept):
 def check_top_k_filter(fn: Callable) -> None:
     "Check `fn(logits, k)`: logits (..., V) -> the same logits with all but the k largest of each row set to -inf."
     name, n = 'top_k_filter', 0
-    for shape, k in (((4, 10), 3), ((4, 10), 1), ((4, 10), 10), ((2, 3, 7), 2), ((1, 5), 5)):
-        logits = _filter_inputs(140 + n, shape)
-        what = f"logits {shape}, k={k}"
+    for shape, k, dtype in (((4, 10), 3, torch.float32), ((4, 10), 1, torch.float32), ((4, 10), 10, torch.float32), ((2, 3, 7), 2, torch.float32),
+                            ((1, 5), 5, torch.float32), ((4, 10), 4, torch.float64)):
+        logits = _filter_inputs(140 + n, shape, dtype)
+        what = f"logits {shape}, k={k}" + (f", {dtype}" if dtype != torch.float32 else "")
         kept = _kept(name, _call(name, fn, logits, k), logits, what)
         ref = _top_k_kept(logits, k)
         if not torch.equal(kept, ref):
@@ -163,12 +173,13 @@ def check_top_k_filter(fn: Callable) -> None:
 
 @_keeps_rng
 def check_top_p_filter(fn: Callable) -> None:
-    "Check `fn(logits, p)`: logits (..., V) -> the same logits with -inf outside the smallest set of most likely tokens whose probabilities sum to at least p (the token that reaches p kept)."
+    "Check `fn(logits, p)`: logits (..., V) -> the same logits with -inf outside the smallest set of most likely tokens whose probabilities sum to at least p (the token that reaches p kept, one whose more likely tokens sum to exactly p dropped)."
     name, n = 'top_p_filter', 0
-    cases = [((4, 10), 0.9), ((4, 10), 0.5), ((4, 10), 1.0), ((4, 10), 0.01), ((2, 3, 7), 0.7), ((1, 1), 0.3)]
-    for shape, p in cases:
-        logits = _filter_inputs(150 + n, shape)
-        what = f"logits {shape}, p={p}"
+    f32, f64 = torch.float32, torch.float64
+    cases = [((4, 10), 0.9, f32), ((4, 10), 0.5, f32), ((4, 10), 1.0, f32), ((4, 10), 0.01, f32), ((2, 3, 7), 0.7, f32), ((1, 1), 0.3, f32), ((4, 10), 0.6, f64)]
+    for shape, p, dtype in cases:
+        logits = _filter_inputs(150 + n, shape, dtype)
+        what = f"logits {shape}, p={p}" + (f", {dtype}" if dtype != f32 else "")
         kept = _kept(name, _call(name, fn, logits, p), logits, what)
         ref = _top_p_kept(logits, p)
         if not torch.equal(kept, ref):
@@ -176,12 +187,21 @@ def check_top_p_filter(fn: Callable) -> None:
             elif not kept.any(-1).all(): msg = "a row keeps no token: the token that reaches p is kept, so the most likely token always is"
             elif torch.equal(kept, _top_p_kept(logits, p, ascending=True)): msg = "the tokens were ranked least likely first: sort by descending probability"
             elif torch.equal(kept, _top_p_kept(logits, p, on_logits=True)): msg = "summed the logits, not the probabilities: take softmax over the sorted logits before the cumulative sum"
+            elif torch.equal(kept, _top_p_kept(logits, p, unsorted=True)): msg = "the probabilities were summed in the vocabulary's order: sort them in decreasing order first, then take the cumulative sum"
+            elif torch.equal(kept, logits.softmax(-1) >= p): msg = "kept the tokens whose own probability is at least p: keep the smallest set of most likely tokens whose probabilities sum to p"
             elif kept.sum(-1).ge(ref.sum(-1)).all() and torch.equal(kept.sum(-1), ref.sum(-1) + 1): msg = "kept one token too many: keep the smallest set that reaches p"
             elif torch.equal(kept.sum(-1), ref.sum(-1)): msg = ("the right number of tokens, but not the most likely ones: after masking in sorted order, put the logits back in "
                                                                "the vocabulary's order (scatter with the sort's indices)")
             else: msg = "wrong tokens kept"
             _fail(name, f"{msg} (for {what}; kept {_show_kept(kept)}, expected {_show_kept(ref)} in the first rows)")
         n += 1
+    flat = torch.zeros(2, 8)                                             # probabilities 1/8, exact binary fractions: the mass above the 5th is exactly 0.5
+    kept = _kept(name, _call(name, fn, flat, 0.5), flat, "8 equal logits, p=0.5").sum(-1)
+    if not (kept == 4).all():
+        msg = ("kept the token whose more likely tokens sum to exactly p: the 4 most likely already reach p, so drop a token once the mass above it "
+               "is p or more (>= p, not > p)" if (kept == 5).all() else "wrong number of tokens kept: 4 of 8 equally likely tokens reach p=0.5")
+        _fail(name, f"{msg} (8 equal logits, p=0.5: kept {kept.tolist()} per row, expected 4)")
+    n += 1
     _passed(name, n)
 
 # %% ../../nbs/13g_sampling_checks.ipynb #9503e549
@@ -197,7 +217,9 @@ def _draws(name, fn, logits, temperature, top_k, top_p, seed, what):
     B, V = logits.shape
     if not isinstance(out, torch.Tensor): _fail(name, f"returned {type(out).__name__} for {what}: return a tensor of token ids, shape ({B},)")
     if out.shape != (B,):
-        hint = ": torch.multinomial(probs, 1) returns (B, 1); take [:, 0]" if out.shape == (B, 1) else ""
+        hint = (": argmax(-1, keepdim=True) keeps a column; take logits.argmax(-1)" if out.shape == (B, 1) and temperature == 0 else
+                ": torch.multinomial(probs, 1) returns (B, 1); take [:, 0]" if out.shape == (B, 1) else
+                ": squeeze() drops the batch axis of a batch of one too; take [:, 0] (or squeeze(-1))" if out.dim() == 0 else "")
         _fail(name, f"returned shape {tuple(out.shape)} for {what}: one token id per row, shape ({B},){hint}")
     if out.dtype != torch.int64: _fail(name, f"returned dtype {out.dtype} for {what}: return token ids, torch.int64 (a probability is not an id)")
     if ((out < 0) | (out >= V)).any(): _fail(name, f"returned ids outside 0..{V - 1} for {what}")
@@ -215,7 +237,7 @@ def _distribution(logits_row, temperature, top_k=None, top_p=None, *, t_last=Fal
 
 @_keeps_rng
 def check_sample_next(fn: Callable) -> None:
-    "Check `fn(logits, temperature, top_k, top_p, generator)`: logits (B, V) -> one token id per row (B,), int64: the argmax at temperature 0, else a draw from softmax(logits / temperature) after top-k then top-p (each None: off), from `generator`."
+    "Check `fn(logits, temperature, top_k, top_p, generator)`: logits (B, V) -> one token id per row (B,), int64: the argmax at temperature 0, else a draw from softmax(logits / temperature) after top-k then top-p (each None: off; top_p=0 keeps the most likely token alone), from `generator`; a batch of one gives (1,)."
     name, n = 'sample_next', 0
     row = torch.tensor([2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -2.0])       # probabilities 0.34, 0.21, 0.13, ... at temperature 1
     V = row.numel()
@@ -257,5 +279,19 @@ def check_sample_next(fn: Callable) -> None:
     odd = torch.tensor([[0.0, -math.inf, 3.0, -math.inf]])               # a row already filtered: -inf stays impossible
     out = _draws(name, fn, odd.expand(2000, 4).contiguous(), 1.0, None, None, 8, 'logits holding -inf')
     if (out == 1).any() or (out == 3).any(): _fail(name, "drew a token whose logit is -inf: it has probability 0")
+    n += 1
+    for temperature in (0, 1.0):                                          # a batch of one: (1,), not a 0-dim tensor
+        _draws(name, fn, row[None], temperature, None, None, 9, f"a batch of one (1, {V}), temperature {temperature}")
+    n += 1
+    try: out = _draws(name, fn, many[:2000], 1.0, None, 0.0, 10, "top_p 0.0")
+    except AssertionError as e:
+        if e.__cause__ is None: raise
+        out = None                                                        # it raised: a filter that keeps nothing at p = 0 is let through here
+    if out is not None and not (out == 0).all():
+        freq = torch.bincount(out, minlength=V).double() / len(out)
+        off = bool(((freq - _distribution(row, 1.0)).abs() < 0.03).all())
+        _fail(name, ("top_p=0.0 is read as off (`if top_p:` is False for 0.0): test `top_p is not None`; p = 0 keeps only the most likely token"
+                     if off else "top_p=0.0 keeps only the most likely token, so every draw must be it") +
+                    f" (drew {(out != 0).sum().item()} of {len(out)} other tokens at top_p 0.0)")
     n += 1
     _passed(name, n)
