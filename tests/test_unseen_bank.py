@@ -7,7 +7,11 @@ from unseen_bank_7_13 import BANK
 from unseen_bank_7_13_measure import verdict
 
 # (function, name) -> why the check still accepts it
-MISSED = {}
+MISSED = {
+    ('gpt_forward', 'mask_on_cpu'): "the mask built on the CPU shows only with the ids on another device; the check's model crosses to the "
+                                    "grader's kernel as class, config and weights, so a probe on a second device would give the grader "
+                                    "another verdict than the notebook",
+}
 
 
 @pytest.mark.parametrize('entry', [e for e in BANK if e['kind'] == 'correct'], ids=lambda e: f"{e['function']}-{e['name']}")

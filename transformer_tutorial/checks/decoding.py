@@ -25,7 +25,7 @@ def _attention_inputs(dtype=torch.float32, B=2, L=5, d_model=16, H=4, seed=110):
         mha = MultiHeadAttention(d_model, H).eval().to(dtype)
     return mha, _randn(B, L, d_model, seed=seed + 1).to(dtype)
 
-def _cached_reference(mha, x, t, *, include_current=True, first_only=False, value_from_key=False):
+def _cached_reference(mha, x, t, *, include_current=True, first_only=False, value_from_key=False, scale=None, project=True, ones=False):
     "Position t's self-attention output (B, 1, d_model) over the cached positions 0..t-1 and itself, with each mistake a student might make."
     H = mha.num_heads
     k = split_heads(mha.w_k(x[:, :t + 1]), H)                               # (B, H, t+1, d_head)
@@ -33,8 +33,13 @@ def _cached_reference(mha, x, t, *, include_current=True, first_only=False, valu
     if not include_current: k, v = k[:, :, :t], v[:, :, :t]                 # attended before appending
     if first_only: k, v = k[:, :, :1], v[:, :, :1]                          # a causal mask's first row
     q = split_heads(mha.w_q(x[:, t:t + 1]), H)                              # (B, H, 1, d_head)
-    out = F.scaled_dot_product_attention(q, k, v) if k.size(2) else torch.zeros_like(q)
-    return mha.w_o(out.transpose(1, 2).reshape(x.size(0), 1, -1))           # (B, 1, d_model)
+    if not k.size(2): out = torch.zeros_like(q)
+    elif scale is None and not ones: out = F.scaled_dot_product_attention(q, k, v)
+    else:
+        s = q @ k.transpose(-2, -1) * (q.size(-1) ** -0.5 if scale is None else scale)   # (B, H, 1, t+1)
+        out = (torch.ones_like(s) if ones else s.softmax(-1)) @ v           # ones: a softmax over the one query
+    merged = out.transpose(1, 2).reshape(x.size(0), 1, -1)
+    return mha.w_o(merged) if project else merged                          # (B, 1, d_model)
 
 _DEVICE = torch.device('cpu')  # where the checks build their inputs
 
@@ -78,6 +83,10 @@ def check_cached_self_attention(fn: Callable) -> None:
             (_cached_reference(mha, x, t, include_current=False), "the newest position is missing from what it attends to: it attended to the cache before its own key and value were appended; append first, then attend over all t + 1 positions"),
             (_cached_reference(mha, x, t, first_only=True), "it attends to position 0 only: a causal mask of (t + 1, t + 1) keeps its first row for a single query; the newest position may attend to every cached one, so no mask is needed"),
             (_cached_reference(mha, x, t, value_from_key=True), "the values are projected with w_k: use mha.w_v"),
+            (_cached_reference(mha, x, t, project=False), "the heads are merged but not projected by W_O: return mha.w_o(merge_heads(out))"),
+            (_cached_reference(mha, x, t, scale=1.0), "the scores are not scaled: divide q k^T by sqrt(d_head)"),
+            (_cached_reference(mha, x, t, scale=mha.d_model ** -0.5), "the scores are divided by sqrt(d_model): divide by sqrt(d_head), the width of one head"),
+            (_cached_reference(mha, x, t, ones=True), "the softmax runs over the query axis (-2), which holds one position here, so every weight is 1: take it over the keys, softmax(-1)"),
         ])
         _fail(name, f"{msg or 'wrong output'} (max error {_maxerr(out, want):.3g} for {what})")
     n += 1
