@@ -72,7 +72,7 @@ def _files(top):
         yield from (Path(here, name) for name in [*files, *links])
 
 def find_submissions(folder: Union[str, Path]) -> tuple:
-    "The (student, notebook path) pairs under `folder`, a symbolic link among them too (the grader refuses it, `_submissions`), and one line for each thing there that is not a submission."
+    "The (student, notebook path) pairs under `folder`, a symbolic link among them too (the grader refuses it), and one line for each thing there that is not a submission."
     folder = Path(folder)
     if not folder.is_dir(): raise FileNotFoundError(f"no submissions folder at {folder}: give the folder that holds {LAYOUTS}")
     top = folder / "submitted" if (folder / "submitted").is_dir() else folder
@@ -347,7 +347,7 @@ def _code_objects(source):
     return found
 
 def reference_code_prints(ex: Exercise) -> Dict[str, str]:
-    "code print (`_code_print`) -> where it is, for each function and method of the exercise's references that has a fingerprint (`reference_fingerprints`): what the objects a notebook leaves in its kernel are compared with."
+    "code print -> where it is, for each function and method of the exercise's references that has a fingerprint (`reference_fingerprints`): what the objects a notebook leaves in its kernel are compared with."
     prints, fps = {}, reference_fingerprints(ex)
     for place, source in reference_sources(ex):
         statics = {qual: fingerprint(fn) for qual, fn in _functions(_code(source) or ast.Module([], []))}
@@ -969,7 +969,8 @@ def _readable(hidden: List[str]) -> List[tuple]:
         if not any(path in h.parents for h in hidden): rules.append((path, _READ | _LIST)); return
         rules.append((path, _LIST))   # a folder above something hidden: listed, and each of its entries but that one granted
         for child in sorted(path.iterdir()): grant(child)
-    places = [*_SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable), *filter(None, sys.path)]
+    places = [*_SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable), *filter(None, sys.path),
+              Path(__file__).parent.parent]   # where this package is, off sys.path under an editable install's import hook
     places = list(dict.fromkeys(Path(p).resolve() for p in places if os.path.exists(p)))
     hidden += [(p / PACKAGE / "exercises").resolve() for p in places if (p / PACKAGE).is_dir()]  # the solution notebooks, wherever
     for place in places:                                                                      # a place holds the package

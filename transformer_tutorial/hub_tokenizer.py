@@ -289,7 +289,7 @@ def _read_json(path: Path, what: str):
     except json.JSONDecodeError as e: raise ValueError(f"{path}: not JSON ({e}); expected {what}") from None
 
 class HubTokenizer(_HubBPE):
-    "A BPE tokenizer as a `tokenizer.json` describes it, byte-level or SentencePiece-style, encoding and decoding as the `tokenizers` library does; `config` is tokenizer_config.json (its special tokens and chat template). `from_files` (and chapter 16a's `BPETokenizer.from_tokenizer_json`) reads one from files."
+    "A BPE tokenizer as a `tokenizer.json` describes it, byte-level or SentencePiece-style, encoding and decoding as the `tokenizers` library does; `config` is tokenizer_config.json (its special tokens and chat template). `from_files` (and chapter 16a's BPETokenizer.from_tokenizer_json) reads one from files."
     def __init__(self, spec: dict, config: Optional[dict] = None, where: str = 'tokenizer.json'):
         if not isinstance(spec, dict) or not isinstance(spec.get('model'), dict): raise ValueError(f"{where}: not a tokenizer.json (a JSON object with a 'model')")
         try:
