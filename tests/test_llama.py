@@ -5,7 +5,7 @@ cannot hide: logits (float32, and float64 with transformers' two float32 steps w
 generate(do_sample=False) with and without the cache, the round trips through folders, RoPE's two layouts, and what is
 refused by name.
 """
-import json, types
+import json, shutil, types
 import pytest
 import torch
 
@@ -14,6 +14,7 @@ from transformer_tutorial.llama import LLAMA_BLOCK, llama_config, load_llama_sta
 from transformer_tutorial.sampling import generate, gpt_decode_step
 from transformer_tutorial.decoding import KVCache
 from transformer_tutorial.training import record_attention
+from transformer_tutorial.model_files import ModelFileError
 
 transformers = pytest.importorskip('transformers')  # a test dependency (settings.ini dev_requirements), never a runtime one
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
@@ -122,7 +123,7 @@ def test_from_a_state_dict_and_from_a_folder_without_pickle(family, tmp_path):
     (tmp_path / 'model.safetensors').write_bytes(b'\x80\x04not safetensors')      # a pickle under the safetensors name
     with pytest.raises(ValueError, match='is a pickle'): LOAD[family](str(tmp_path))
     (tmp_path / 'model.safetensors').unlink()
-    with pytest.raises(FileNotFoundError, match='has no model.safetensors: pickle-based weights are never read here'): LOAD[family](str(tmp_path))
+    with pytest.raises(FileNotFoundError, match='has neither model.safetensors nor model.safetensors.index.json with its shards: pickle-based weights are never read here'): LOAD[family](str(tmp_path))
 
 
 @pytest.mark.parametrize('family,block', [('llama', {}), ('llama', dict(qkv_bias=True, out_bias=True, ff_bias=True, tie_embeddings=True)),
@@ -161,9 +162,17 @@ def test_llama_config_reads_both_spellings_of_rope_and_refuses_what_it_cannot_co
     assert llama_config({**base, 'rope_theta': 123.0}).rope_base == 123.0
     assert llama_config({**base, 'rope_parameters': {'rope_type': 'default', 'rope_theta': 456.0}}).rope_base == 456.0
     assert llama_config({**base, 'rope_scaling': None}).rope_base == 10000.0 and llama_config(base).num_kv_heads == 6
-    cases = [({'rope_scaling': {'rope_type': 'llama3', 'factor': 8.0}}, "RoPE scaling of type 'llama3' is not implemented"),
-             ({'rope_scaling': {'type': 'linear', 'factor': 2.0}}, "RoPE scaling of type 'linear' is not implemented"),
-             ({'rope_parameters': {'rope_type': 'yarn', 'rope_theta': 1e4}}, "RoPE scaling of type 'yarn' is not implemented"),
+    assert llama_config({**base, 'rope_scaling': {'type': 'linear', 'factor': 2.0}}).rope_scaling == {'rope_type': 'linear', 'factor': 2.0}
+    yarn = llama_config({**base, 'rope_parameters': {'rope_type': 'yarn', 'rope_theta': 1e4, 'original_max_position_embeddings': 16}}).rope_scaling
+    assert yarn == {'rope_type': 'yarn', 'original_max_position_embeddings': 16, 'factor': 4.0}          # factor: 64 / 16, as transformers fills it
+    assert llama_config({**base, 'original_max_position_embeddings': 32, 'rope_scaling': {'rope_type': 'yarn', 'factor': 2.0,
+                         'original_max_position_embeddings': 16}}).rope_scaling['original_max_position_embeddings'] == 32   # the config's own key wins
+    cases = [({'rope_scaling': {'type': 'dynamic', 'factor': 2.0}}, "RoPE scaling of type 'dynamic' is not implemented; the course computes 'linear', 'llama3', 'yarn'"),
+             ({'rope_parameters': {'rope_type': 'longrope', 'rope_theta': 1e4}}, "RoPE scaling of type 'longrope' is not implemented"),
+             ({'rope_scaling': {'rope_type': 'llama3', 'factor': 8.0}}, r"RoPE scaling 'llama3' needs the number\(s\) \['low_freq_factor', 'high_freq_factor'\]"),
+             ({'rope_scaling': {'type': 'linear'}}, r"RoPE scaling 'linear' needs the number\(s\) \['factor'\]"),
+             ({'rope_scaling': {'type': 'linear', 'factor': -2.0}}, "RoPE scaling factor must be positive, got -2.0"),
+             ({'rope_scaling': {'type': 'linear', 'factor': 2.0, 'partial_rotary_factor': 0.5}}, "partial_rotary_factor=0.5: the course rotates every feature pair"),
              ({'hidden_act': 'gelu'}, "hidden_act='gelu': the course's SwiGLU gates with SiLU"),
              ({'head_dim': 16}, r"head_dim=16 differs from hidden_size / num_attention_heads = 8"),
              ({'pretraining_tp': 2}, "pretraining_tp=2"),
@@ -256,18 +265,29 @@ LLAMA32_1B = {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "a
               "rope_theta": 500000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.45.0.dev0",
               "use_cache": True, "vocab_size": 128256}
 
+DEEPSEEK_CODER_13B = {"architectures": ["LlamaForCausalLM"], "bos_token_id": 32013, "eos_token_id": 32014, "hidden_act": "silu", "hidden_size": 2048,
+                      "initializer_range": 0.02, "intermediate_size": 5504, "max_position_embeddings": 16384, "model_type": "llama",
+                      "num_attention_heads": 16, "num_hidden_layers": 24, "num_key_value_heads": 16, "pretraining_tp": 1, "rms_norm_eps": 1e-06,
+                      "rope_scaling": {"factor": 4.0, "type": "linear"}, "rope_theta": 100000, "tie_word_embeddings": False,
+                      "torch_dtype": "bfloat16", "transformers_version": "4.33.1", "use_cache": True, "vocab_size": 32256}
+QWEN25_05B_YARN = {**QWEN25_05B, "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}}  # the block Qwen2.5's model cards give for long texts
 
-def test_published_configs_give_the_published_parameter_counts_and_scaled_rope_is_refused():
+
+def test_published_configs_give_the_published_parameter_counts_and_llama_3_2s_scaled_rope():
     smol, qwen = llama_config(SMOLLM2_135M), llama_config(QWEN25_05B, 'qwen2')
     assert (smol.d_model, smol.num_heads, smol.num_kv_heads, smol.d_ff, smol.num_layers, smol.max_len) == (576, 9, 3, 1536, 30, 8192)
     assert (smol.rope_base, smol.layer_norm_eps, smol.tie_embeddings, smol.qkv_bias, smol.out_bias, smol.ff_bias) == (1e5, 1e-5, True, False, False, False)
     assert (qwen.rope_base, qwen.layer_norm_eps, qwen.num_kv_heads, qwen.qkv_bias, qwen.out_bias, qwen.ff_bias) == (1e6, 1e-6, 2, True, False, False)
     assert gpt_parameter_count(smol) == 134_515_008 and gpt_parameter_count(qwen) == 494_032_768   # the published sizes
-    with pytest.raises(ValueError, match="RoPE scaling of type 'llama3' is not implemented"): llama_config(LLAMA32_1B)
+    llama = llama_config(LLAMA32_1B)
+    assert gpt_parameter_count(llama) == 1_235_814_400 and llama.rope_scaling == {**LLAMA32_1B['rope_scaling']}   # the 1B of its name
 
 
 @pytest.mark.parametrize('name,hf,shrink', [('SmolLM2-135M', SMOLLM2_135M, dict(num_hidden_layers=2)),
-                                            ('Qwen2.5-0.5B', QWEN25_05B, dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000))])
+                                            ('Qwen2.5-0.5B', QWEN25_05B, dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000)),
+                                            ('Llama-3.2-1B', LLAMA32_1B, dict(num_hidden_layers=2, vocab_size=1000)),   # llama3 scaling
+                                            ('deepseek-coder-1.3b', DEEPSEEK_CODER_13B, dict(num_hidden_layers=2, vocab_size=1000)),  # linear
+                                            ('Qwen2.5-0.5B with YaRN', QWEN25_05B_YARN, dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000))])
 def test_published_configs_at_two_blocks_equal_transformers_with_and_without_the_cache(name, hf, shrink, tmp_path):
     "The published width, heads, key/value heads, RoPE base and epsilon; two blocks (and for Qwen2.5 a smaller vocabulary) to stay quick."
     family = hf['model_type']
@@ -281,6 +301,10 @@ def test_published_configs_at_two_blocks_equal_transformers_with_and_without_the
     assert ours.config.num_layers == 2 and ours.config.rope_base == hf['rope_theta']
     idx = torch.randint(0, ours.config.vocab_size, (2, 48), generator=torch.Generator().manual_seed(0))
     with torch.no_grad(): assert (ours(idx) - theirs(idx).logits).abs().max() < 1e-4
+    if hf.get('rope_scaling'):                                       # the scaling matters here: without it the logits differ
+        plain = GPT.from_config({**ours.config.to_dict(), 'rope_scaling': None}).eval()
+        plain.load_state_dict(ours.state_dict())
+        with torch.no_grad(): assert (plain(idx) - theirs(idx).logits).abs().max() > 1e-3
     prompt = idx[:, :8]
     expected = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0)
     for use_cache in (True, False):
@@ -318,8 +342,14 @@ def test_config_values_of_the_wrong_type_are_refused_by_field():
     for field, value, message in cases:
         with pytest.raises(ValueError, match=message): llama_config({**base, field: value})
     assert llama_config({**base, 'num_key_value_heads': None}).num_kv_heads == 6 and llama_config({**base, 'rms_norm_eps': 1}).layer_norm_eps == 1
-    both = {**base, 'rope_parameters': {'rope_type': 'default', 'rope_theta': 1e4}, 'rope_scaling': {'rope_type': 'linear', 'factor': 2.0}}
-    with pytest.raises(ValueError, match="RoPE scaling of type 'linear' is not implemented"): llama_config(both)
+    for params, scaling in ((None, {'rope_type': 'linear', 'factor': 2.0}), ({'rope_type': 'linear', 'factor': 3.0, 'rope_theta': 7.0}, None),
+                            ({'rope_type': 'default', 'rope_theta': 1e4}, {'rope_type': 'linear', 'factor': 2.0}),       # rope_scaling replaces the other
+                            ({'rope_type': 'linear', 'factor': 3.0, 'rope_theta': 7.0}, {'rope_type': 'default'})):
+        both = {**base, 'rope_theta': 5.0, 'rope_parameters': params, 'rope_scaling': scaling}
+        theirs = LlamaConfig(**{k: v for k, v in both.items() if k != 'model_type'}).rope_parameters
+        c = llama_config(both)
+        assert (c.rope_base, c.rope_scaling) == (theirs['rope_theta'], None if theirs['rope_type'] == 'default' else
+                                                 {k: v for k, v in theirs.items() if k not in ('rope_theta', 'type')}), (both, theirs)
 
 
 def test_tensors_the_config_has_no_place_for_are_refused_and_a_tied_head_is_checked():
@@ -335,3 +365,85 @@ def test_tensors_the_config_has_no_place_for_are_refused_and_a_tied_head_is_chec
     untied = random_hf(*SIZES[0])
     with pytest.raises(ValueError, match="the first 'model.extra.weight'"):
         from_llama({**untied.state_dict(), 'model.extra.weight': torch.zeros(1)}, config=untied.config.to_dict())
+
+
+SCALINGS = [('llama', {'rope_type': 'llama3', 'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 64}),
+            ('llama', {'type': 'linear', 'factor': 4.0}),
+            ('qwen2', {'type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 32}),
+            ('qwen2', {'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 32, 'beta_fast': 16, 'mscale': 1.2, 'mscale_all_dim': 0.8}),
+            ('llama', {'rope_type': 'yarn', 'factor': 2.0, 'original_max_position_embeddings': 48, 'attention_factor': 1.3, 'truncate': False})]
+
+
+@pytest.mark.parametrize('family, scaling', SCALINGS, ids=lambda v: v if isinstance(v, str) else '-'.join(f'{k}={x}' for k, x in v.items() if k != 'original_max_position_embeddings'))
+def test_scaled_rope_equals_transformers_from_a_folder_and_back(family, scaling, tmp_path):
+    "Each scaling with its ramp's three regions inside d_head = 16 (wavelengths 6 to 20000 tokens against contexts of 32 to 64), 120 tokens past the context trained on; the folder transformers writes, and the folder the course writes back."
+    Config = LlamaConfig if family == 'llama' else Qwen2Config
+    torch.manual_seed(0)
+    theirs = MODEL[family](Config(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                  num_key_value_heads=2, max_position_embeddings=256, rope_theta=10000.0, rope_scaling=dict(scaling))).eval()
+    theirs.save_pretrained(tmp_path / 'hub')
+    ours = LOAD[family](tmp_path / 'hub')
+    assert ours.config.rope_scaling['rope_type'] == scaling.get('rope_type', scaling.get('type'))
+    idx = torch.randint(0, 97, (2, 120), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = theirs(idx).logits
+        assert (ours(idx) - expected).abs().max() < 1e-4
+        plain = GPT.from_config({**ours.config.to_dict(), 'rope_scaling': None}).eval()
+        plain.load_state_dict(ours.state_dict())
+        assert (plain(idx) - expected).abs().max() > 1e-3                      # the scaling is what makes them equal
+        WRITE[family](ours, tmp_path / 'back')
+        back = MODEL[family].from_pretrained(tmp_path / 'back').eval()
+        assert (back(idx).logits - expected).abs().max() < 1e-5
+    prompt = idx[:1, :60]
+    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=20, do_sample=False, eos_token_id=None, pad_token_id=0)
+    assert torch.equal(generate(ours, prompt, 20, temperature=0, use_cache=True), want)
+
+
+def test_a_folder_split_into_shards_loads_and_its_broken_copies_are_named(tmp_path):
+    "transformers' save_pretrained with a small max_shard_size writes model.safetensors.index.json and several shards, as the Hub's 7B folders are."
+    theirs = random_hf('qwen2', 48, 6, 3, 2, 72, 1e6, 1e-6, False, {})
+    folder = tmp_path / 'hub'
+    theirs.save_pretrained(folder, max_shard_size='40KB')
+    shards = sorted(p.name for p in folder.glob('model-*.safetensors'))
+    assert len(shards) >= 3 and not (folder / 'model.safetensors').exists(), shards
+    with torch.no_grad(): assert (from_qwen2(folder)(IDX) - theirs(IDX).logits).abs().max() < 1e-4
+    index = json.loads((folder / 'model.safetensors.index.json').read_text())
+    def broken(name, change):
+        copy = tmp_path / name
+        shutil.copytree(folder, copy)
+        change(copy)
+        with pytest.raises(ModelFileError) as e: from_qwen2(copy)
+        return str(e.value)
+    last = shards[-1]
+    assert f"lists {last}, which the folder lacks" in broken('missing', lambda f: (f / last).unlink())
+    assert "model-99999-of-99999.safetensors is a shard that model.safetensors.index.json does not list" in broken(
+        'extra', lambda f: shutil.copy(f / last, f / 'model-99999-of-99999.safetensors'))
+    moved = next(t for t, s in index['weight_map'].items() if s == last)
+    def relist(f, to):
+        wm = {**index['weight_map'], moved: to} if to else {t: s for t, s in index['weight_map'].items() if t != moved}
+        (f / 'model.safetensors.index.json').write_text(json.dumps({**index, 'weight_map': wm}))
+    assert f"holds {moved!r}, which model.safetensors.index.json does not list" in broken('unlisted', lambda f: relist(f, None))
+    assert f"holds {moved!r}, which model.safetensors.index.json puts in {shards[0]}" in broken('elsewhere', lambda f: relist(f, shards[0]))
+    assert "is not an index of shards" in broken('garbled', lambda f: (f / 'model.safetensors.index.json').write_text('{"metadata": {}}'))
+    assert "which is not a file of the folder" in broken('outside', lambda f: relist(f, '../model.safetensors'))
+    (folder / 'model.safetensors.index.json').unlink()
+    with pytest.raises(FileNotFoundError, match="has neither model.safetensors nor model.safetensors.index.json"): from_qwen2(folder)
+
+
+def test_generate_ends_rows_at_end_ids_and_stops_as_transformers_does():
+    "Two end ids, met by two of three rows at different steps: those rows padded after their end, the run over when every row has ended (or at max_new_tokens), as generate(eos_token_id=[...], pad_token_id=...) returns."
+    theirs = random_hf('llama', 48, 6, 2, 2, 80, 10000.0, 1e-5, False, {}, T=128)
+    ours = from_llama(theirs)
+    prompt = IDX[:, :6]
+    free = generate(ours, prompt, 30, temperature=0)
+    ends = [free[0, 9].item(), free[1, 14].item()]
+    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=30, do_sample=False, eos_token_id=ends, pad_token_id=0)
+    for use_cache in (True, False):
+        assert torch.equal(generate(ours, prompt, 30, temperature=0, eos_id=ends, pad_id=0, use_cache=use_cache), want)
+    every = generate(ours, prompt, 30, temperature=0, eos_id=sorted(set(free[:, 6].tolist())))   # every row ends at once
+    assert every.shape == (3, 7) and torch.equal(every, free[:, :7])
+    first = 6 + (free[0, 6:] == ends[0]).nonzero()[0].item()                                      # where row 0 first meets it
+    one = generate(ours, prompt[0], 30, temperature=0, eos_id=ends[0])                            # one id, no pad given: the row stops
+    assert torch.equal(one, free[0, :first + 1])
+    for bad in (dict(eos_id=97), dict(eos_id=[1, -1]), dict(eos_id=1, pad_id=True)):
+        with pytest.raises(ValueError, match=r"eos_id and pad_id must be token ids in \[0, 97\)"): generate(ours, prompt, 3, **bad)

@@ -48,6 +48,7 @@ class GPTConfig(DictConfig):
     out_bias: bool = True        # bias of the attention's output projection
     ff_bias: bool = True         # biases of the feed-forward
     tie_embeddings: bool = True  # the output layer is the token embedding
+    rope_scaling: Optional[dict] = None  # RoPE's angles stretched for a longer context (`ROPE_SCALINGS`), with positions='rope'
 
 # %% ../nbs/17_gpt.ipynb #d08eb390
 def _check_choice(name, value, choices):
@@ -60,20 +61,20 @@ class GPT(nn.Module):
     def __init__(self, vocab_size: int, max_len: int = 256, d_model: int = 128, num_heads: int = 4, num_layers: int = 4,
                  d_ff: int = 512, dropout: float = 0.0, positions: str = 'learned', activation: str = 'gelu_tanh',
                  layer_norm_eps: float = 1e-5, norm: str = 'layer', num_kv_heads: Optional[int] = None, rope_base: float = 10000.0,
-                 qkv_bias: bool = True, out_bias: bool = True, ff_bias: bool = True, tie_embeddings: bool = True):
+                 qkv_bias: bool = True, out_bias: bool = True, ff_bias: bool = True, tie_embeddings: bool = True, rope_scaling: Optional[dict] = None):
         super().__init__()
         _check_choice('positions', positions, POSITIONS); _check_choice('norm', norm, NORMS)
         _check_choice('activation', activation, (*ACTIVATIONS, 'swiglu'))
         _check_positive_int('vocab_size', vocab_size); _check_positive_int('max_len', max_len)
         self.config = GPTConfig(vocab_size, max_len, d_model, num_heads, num_layers, d_ff, dropout, positions, activation, layer_norm_eps,
-                                norm, num_kv_heads, rope_base, qkv_bias, out_bias, ff_bias, tie_embeddings)
+                                norm, num_kv_heads, rope_base, qkv_bias, out_bias, ff_bias, tie_embeddings, rope_scaling)
         self.embed = nn.Embedding(vocab_size, d_model)                                  # E: (V, d_model), not scaled
         self.positions = (LearnedPositionalEmbedding(max_len, d_model, dropout) if positions == 'learned' else
                           PositionalEncoding(d_model, max_len, dropout) if positions == 'sinusoidal' else
                           nn.Dropout(dropout))                                          # RoPE adds nothing to the input
         def attention():
             if positions == 'rope': return PositionalSelfAttention(d_model, num_heads, 'rope', dropout=dropout, bias=qkv_bias, base=rope_base,
-                                                                   num_kv_heads=num_kv_heads, out_bias=out_bias)
+                                                                   num_kv_heads=num_kv_heads, out_bias=out_bias, scaling=rope_scaling)
             return MultiHeadAttention(d_model, num_heads, dropout, qkv_bias, num_kv_heads, out_bias)
         def feed_forward():
             if activation == 'swiglu': return SwiGLUFeedForward(d_model, d_ff, dropout, ff_bias)

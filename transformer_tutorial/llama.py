@@ -10,7 +10,7 @@ import json, os, pathlib
 from typing import Dict, Optional, Tuple, Union
 import torch
 from .gpt import GPT, GPTConfig
-from .positions import rope_permutation
+from .positions import rope_frequencies, rope_permutation
 from .model_files import _foreign_source, _write_safetensors, CONFIG_NAME, WEIGHTS_NAME
 from .utils import atomic_write
 
@@ -22,18 +22,23 @@ LLAMA_BLOCK = dict(norm='rms', activation='swiglu', positions='rope', qkv_bias=F
 FAMILIES = {'llama': ('Llama', 'LlamaForCausalLM'), 'qwen2': ('Qwen2', 'Qwen2ForCausalLM')}  # model_type: (name, transformers class)
 _QWEN2_BIASES = dict(qkv_bias=True, out_bias=False, ff_bias=False)      # fixed in Qwen2's code: q, k, v projections only
 
-def _rope_base(hf: dict) -> float:
-    "RoPE's base from a config in either of transformers' spellings (rope_parameters since 5.0; rope_theta and rope_scaling before), refusing scaled RoPE by its type."
-    params = hf.get('rope_parameters') or {}
-    scaling = hf.get('rope_scaling') or {}
-    for field, value in (('rope_parameters', params), ('rope_scaling', scaling)):   # either may name a scaling: both are checked
-        kind = value.get('rope_type') or value.get('type') or 'default'
-        if kind != 'default':
-            raise ValueError(f"RoPE scaling of type {kind!r} is not implemented: the course's RoPE rotates by m·θ_i with no scaling (type 'default' only)")
-    theta = params.get('rope_theta', hf.get('rope_theta', 10000.0))
+def _rope(hf: dict) -> Tuple[float, Optional[dict]]:
+    "RoPE's base and scaling from a config in either of transformers' spellings (rope_parameters since 5.0; rope_theta and rope_scaling before), the scaling filled in as transformers fills it."
+    source = hf.get('rope_scaling') or hf.get('rope_parameters') or {}   # as transformers reads them: rope_scaling, when set, replaces the other
+    kind_of = lambda d: d.get('rope_type') or d.get('type') or 'default'
+    scaling = None
+    if kind_of(source) != 'default':
+        if source.get('partial_rotary_factor', 1.0) != 1.0: raise ValueError(f"partial_rotary_factor={source['partial_rotary_factor']}: the course rotates every feature pair")
+        scaling = {'rope_type': kind_of(source), **{k: v for k, v in source.items() if k not in ('type', 'rope_type', 'rope_theta', 'partial_rotary_factor')}}
+        if scaling['rope_type'] in ('llama3', 'yarn'):               # the context trained on: the config's own key wins, as in transformers
+            scaling['original_max_position_embeddings'] = hf.get('original_max_position_embeddings') or scaling.get('original_max_position_embeddings') or hf['max_position_embeddings']
+        if scaling['rope_type'] == 'yarn' and scaling.get('factor') is None:
+            scaling['factor'] = hf['max_position_embeddings'] / scaling['original_max_position_embeddings']
+        rope_frequencies(2, scaling=scaling)                         # refuses an unknown type or a missing key, naming it
+    theta = source.get('rope_theta', hf.get('rope_theta', 10000.0))
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
         raise ValueError(f"rope_theta={theta!r}: RoPE's base must be a positive number (10000.0 in the paper)")
-    return float(theta)
+    return float(theta), scaling
 
 _POSITIVE_INTS = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'max_position_embeddings')
 
@@ -77,9 +82,10 @@ def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
     if hf.get('pretraining_tp', 1) != 1: raise ValueError(f"pretraining_tp={hf['pretraining_tp']}: only 1 (one matrix product per projection) is implemented")
     biases = _QWEN2_BIASES if family == 'qwen2' else dict(qkv_bias=hf.get('attention_bias', False), out_bias=hf.get('attention_bias', False),
                                                           ff_bias=hf.get('mlp_bias', False))
+    base, scaling = _rope(hf)
     return GPTConfig(hf['vocab_size'], hf['max_position_embeddings'], d, H, hf['num_hidden_layers'], hf['intermediate_size'], 0.0,
-                     'rope', 'swiglu', hf.get('rms_norm_eps', 1e-6), 'rms', hf.get('num_key_value_heads') or H, _rope_base(hf),
-                     tie_embeddings=hf.get('tie_word_embeddings', False), **biases)
+                     'rope', 'swiglu', hf.get('rms_norm_eps', 1e-6), 'rms', hf.get('num_key_value_heads') or H, base,
+                     tie_embeddings=hf.get('tie_word_embeddings', False), rope_scaling=scaling, **biases)
 
 # %% ../nbs/17c_llama.ipynb #0b0105fc
 def _head_rows(num_heads: int, d_head: int) -> torch.Tensor:
@@ -163,8 +169,8 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike], family: str = 'llama')
     hf = {'model_type': family, 'architectures': [FAMILIES[family][1]], 'vocab_size': c.vocab_size, 'hidden_size': c.d_model,
           'intermediate_size': c.d_ff, 'num_hidden_layers': c.num_layers, 'num_attention_heads': c.num_heads,
           'num_key_value_heads': c.num_kv_heads or c.num_heads, 'head_dim': c.d_model // c.num_heads, 'hidden_act': 'silu',
-          'max_position_embeddings': c.max_len, 'rms_norm_eps': c.layer_norm_eps, 'rope_theta': c.rope_base, 'rope_scaling': None,
-          'rope_parameters': {'rope_type': 'default', 'rope_theta': c.rope_base}, 'tie_word_embeddings': c.tie_embeddings,
+          'max_position_embeddings': c.max_len, 'rms_norm_eps': c.layer_norm_eps, 'rope_theta': c.rope_base, 'rope_scaling': c.rope_scaling,
+          'rope_parameters': {'rope_type': 'default', **(c.rope_scaling or {}), 'rope_theta': c.rope_base}, 'tie_word_embeddings': c.tie_embeddings,
           'attention_dropout': 0.0, 'bos_token_id': None, 'eos_token_id': None, 'torch_dtype': dtype, 'dtype': dtype}
     if family == 'llama': hf.update(attention_bias=c.qkv_bias, mlp_bias=c.ff_bias)
     else: hf.update(use_sliding_window=False, sliding_window=None)

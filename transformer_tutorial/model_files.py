@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['CONFIG_NAME', 'WEIGHTS_NAME', 'STATE_NAME', 'MODEL_TYPE', 'ARCHITECTURES', 'MAX_HEADER', 'DTYPE_SIZES',
-           'FLOAT_DTYPES', 'ModelFileError', 'read_header', 'save_pretrained', 'load_weights', 'read_config',
-           'from_pretrained', 'save_training_state', 'load_training_state', 'resume_training_state', 'save_checkpoint',
-           'load_checkpoint', 'load_legacy_checkpoint']
+           'FLOAT_DTYPES', 'INDEX_NAME', 'ModelFileError', 'read_header', 'save_pretrained', 'load_weights',
+           'read_config', 'from_pretrained', 'save_training_state', 'load_training_state', 'resume_training_state',
+           'save_checkpoint', 'load_checkpoint', 'load_legacy_checkpoint']
 
 # %% ../nbs/11a_model_files.ipynb #d60f19ef
 from typing import Any, Dict, Optional, Tuple, Union
@@ -137,7 +137,7 @@ def load_weights(model: Transformer, path: Union[str, os.PathLike]) -> Transform
 
 # %% ../nbs/11a_model_files.ipynb #012d64ed
 _LATER_FIELDS = {MODEL_TYPE: ('activation',),  # config fields added after files were first written: absent means the field's default, what those files had
-                 'transformer_tutorial_gpt': ('norm', 'num_kv_heads', 'rope_base', 'qkv_bias', 'out_bias', 'ff_bias', 'tie_embeddings')}
+                 'transformer_tutorial_gpt': ('norm', 'num_kv_heads', 'rope_base', 'qkv_bias', 'out_bias', 'ff_bias', 'tie_embeddings', 'rope_scaling')}
 _FOREIGN = {'gpt2': 'gpt2.from_gpt2', 'llama': 'llama.from_llama', 'qwen2': 'llama.from_qwen2', 'marian': 'marian.from_marian'}  # other libraries' folders
 
 def _architecture(model_type):
@@ -152,6 +152,7 @@ def _has_type(value: Any, t) -> bool:
     if t is type(None): return value is None
     if t is bool: return isinstance(value, bool)
     if t is float: return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if t is dict: return isinstance(value, dict)
     return isinstance(value, str) if t is str else type(value) is int
 
 def read_config(folder: Union[str, os.PathLike]) -> dict:
@@ -222,12 +223,39 @@ def _foreign_source(source, config, family: str) -> Tuple[dict, Dict[str, torch.
         return (config if isinstance(config, dict) else config.to_dict()), source
     folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(_hub_folder(str(source)))
     if not (folder / CONFIG_NAME).is_file(): raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a {family} folder holds {CONFIG_NAME} and {WEIGHTS_NAME}")
-    if not (folder / WEIGHTS_NAME).is_file():
-        raise FileNotFoundError(f"{folder} has no {WEIGHTS_NAME}: pickle-based weights are never read here, nor weights split over several files; "
-                                f"load the model with transformers and pass it instead")
     hf = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8'))
-    read_header(folder / WEIGHTS_NAME)                     # checked (and a pickle refused) before a byte of tensor data is read
-    return hf, _read_tensors(folder / WEIGHTS_NAME)
+    if (folder / WEIGHTS_NAME).is_file():
+        read_header(folder / WEIGHTS_NAME)                 # checked (and a pickle refused) before a byte of tensor data is read
+        return hf, _read_tensors(folder / WEIGHTS_NAME)
+    if (folder / INDEX_NAME).is_file(): return hf, _read_shards(folder)
+    raise FileNotFoundError(f"{folder} has neither {WEIGHTS_NAME} nor {INDEX_NAME} with its shards: pickle-based weights are never read here; "
+                            f"load the model with transformers and pass it instead")
+
+INDEX_NAME = 'model.safetensors.index.json'   # weights split over several files: which file holds each tensor
+
+def _read_shards(folder: pathlib.Path) -> Dict[str, torch.Tensor]:
+    "The tensors of a folder whose weights are split over safetensors shards, as its index lists them; every shard's header checked before any tensor is read, and a missing or unlisted shard or tensor named."
+    index = folder / INDEX_NAME
+    try: where = json.loads(index.read_text(encoding='utf-8'))['weight_map']
+    except (ValueError, KeyError, TypeError) as e: raise ModelFileError(f"{index} is not an index of shards (a JSON object with a 'weight_map' of tensor -> file): {e!r}") from None
+    if not isinstance(where, dict) or not all(isinstance(v, str) for v in where.values()):
+        raise ModelFileError(f"{index}: 'weight_map' must map each tensor's name to the file that holds it")
+    shards = sorted(set(where.values()))
+    for name in shards:
+        if pathlib.Path(name).name != name: raise ModelFileError(f"{index} names the shard {name!r}, which is not a file of the folder")
+        if not (folder / name).is_file(): raise ModelFileError(f"{index} lists {name}, which the folder lacks (shard missing: download it again)")
+    extra = sorted(p.name for p in folder.glob('model-*.safetensors') if p.name not in shards)
+    if extra: raise ModelFileError(f"{folder / extra[0]} is a shard that {INDEX_NAME} does not list: remove it, or use the index that came with it")
+    headers = {name: read_header(folder / name) for name in shards}   # every shard checked before a byte of tensor data is read
+    for name, header in headers.items():
+        for tensor in header:
+            if tensor != '__metadata__' and where.get(tensor) != name:
+                raise ModelFileError(f"{folder / name} holds {tensor!r}, which {INDEX_NAME} " + (f"puts in {where[tensor]}" if tensor in where else "does not list"))
+    missing = sorted(t for t, name in where.items() if t not in headers[name])
+    if missing: raise ModelFileError(f"{INDEX_NAME} puts {missing[0]!r} in {where[missing[0]]}, which does not hold it")
+    state = {}
+    for name in shards: state.update(_read_tensors(folder / name))
+    return state
 
 def from_pretrained(path: Union[str, os.PathLike], device: Union[str, torch.device] = 'cpu') -> torch.nn.Module:
     "The model (a `Transformer`, or the class its config.json's model_type names) in eval mode, rebuilt from a model folder, its model.safetensors, or a Hub repo id; nothing is unpickled."

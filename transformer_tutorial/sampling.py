@@ -7,7 +7,7 @@ __all__ = ['top_k_filter', 'top_p_filter', 'sample_next', 'gpt_decode_step', 'ge
 
 # %% ../nbs/17a_sampling.ipynb #9d817831
 import math
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 import torch
 from .validation import _check_positive_int
 from .embeddings import check_token_ids
@@ -75,7 +75,7 @@ def _cached_causal_attention(attn, y, cache, i):
     k, v = split_heads(attn.w_k(y), attn.num_kv_heads), split_heads(attn.w_v(y), attn.num_kv_heads)  # (B, H_kv, T, d_head)
     if getattr(attn, 'scheme', None) == 'rope':                                   # rotated to positions t..t+T-1
         positions = torch.arange(t, t + T, device=y.device)
-        q, k = apply_rope(q, positions, attn.base), apply_rope(k, positions, attn.base)
+        q, k = apply_rope(q, positions, attn.base, attn.scaling), apply_rope(k, positions, attn.base, attn.scaling)
     cache.keys[i, :, :, t:t + T], cache.values[i, :, :, t:t + T] = k, v           # into positions t..t+T-1
     mask = torch.ones(T, t + T, dtype=torch.bool, device=y.device).tril(t) if T > 1 else None  # query j (position t+j) reads 0..t+j
     return attn.attend(q, cache.keys[i, :, :, :t + T], cache.values[i, :, :, :t + T], mask, need_weights=False)[0]
@@ -94,12 +94,17 @@ def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache
 @torch.no_grad()
 def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: Optional[int] = None,
              top_p: Optional[float] = None, generator: Optional[Union[int, torch.Generator]] = None, use_cache: bool = True,
-             slide: bool = False) -> torch.Tensor:
-    "A GPT's continuation: the prompt ids (B, L) or (L,) and `max_new_tokens` sampled ids after it (`sample_next`; an int `generator` is a seed); past the context only if `slide`, reading the last `max_len` ids."
+             slide: bool = False, eos_id: Optional[Union[int, Sequence[int]]] = None, pad_id: Optional[int] = None) -> torch.Tensor:
+    "A GPT's continuation: the prompt ids (B, L) or (L,) and up to `max_new_tokens` sampled ids after it (`sample_next`; an int `generator` is a seed); past the context only if `slide`, reading the last `max_len` ids. A row ends at an id of `eos_id` (one or several) and is filled with `pad_id` (default: the first end id) until every row has ended, as `transformers`' `generate` does."
     squeeze = prompt.dim() == 1
     prompt = prompt[None] if squeeze else prompt
     if prompt.dim() != 2 or prompt.size(1) == 0: raise ValueError(f"the prompt must be token ids shaped (B, L) with L >= 1, got {tuple(prompt.shape)}")
     _check_positive_int('max_new_tokens', max_new_tokens)
+    ends = [] if eos_id is None else [eos_id] if isinstance(eos_id, int) else list(eos_id)
+    for e in ends + ([] if pad_id is None else [pad_id]):
+        if isinstance(e, bool) or not isinstance(e, int) or not 0 <= e < model.config.vocab_size:
+            raise ValueError(f"eos_id and pad_id must be token ids in [0, {model.config.vocab_size}), got {e!r}")
+    if pad_id is None and ends: pad_id = ends[0]
     cfg, L = model.config, prompt.size(1)
     _check_sampling(temperature, top_k, top_p, cfg.vocab_size)
     check_token_ids(prompt, cfg.vocab_size)
@@ -112,10 +117,13 @@ def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, 
     ids = prompt.to(next(model.parameters()).device)
     cache = KVCache(model, None, min(L + max_new_tokens, cfg.max_len), batch_size=ids.size(0)) if use_cache else None
     logits = (gpt_decode_step(model, ids, cache) if use_cache else model(ids))[:, -1]                 # (B, V)
+    done = torch.zeros(ids.size(0), dtype=torch.bool, device=ids.device)                              # rows that have ended
+    stop = torch.tensor(ends, dtype=ids.dtype, device=ids.device)
     for i in range(max_new_tokens):
         nxt = sample_next(logits, temperature, top_k, top_p, generator)                                # (B,)
+        if ends: nxt = nxt.masked_fill(done, pad_id); done |= torch.isin(nxt, stop)
         ids = torch.cat([ids, nxt[:, None]], 1)
-        if i == max_new_tokens - 1: break
+        if i == max_new_tokens - 1 or done.all(): break
         if use_cache and ids.size(1) <= cfg.max_len: logits = gpt_decode_step(model, nxt[:, None], cache)[:, -1]
         else: logits = model(ids[:, -cfg.max_len:])[:, -1]   # no cache, or past the context: the window of the last max_len ids
     out = ids.to(prompt.device)
