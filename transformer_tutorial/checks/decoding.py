@@ -295,7 +295,8 @@ def check_length_penalty(fn: Callable) -> None:
 
 # %% ../../nbs/13f_decoding_checks.ipynb #d38b4c7c
 @torch.no_grad()
-def _beam(model, src, max_len, K, alpha, start, end, pad, *, score='every', finished='pad', joint=True, probs=False, all_live=False, final_raw=False, start_counted=False):
+def _beam(model, src, max_len, K, alpha, start, end, pad, *, score='every', finished='pad', joint=True, probs=False, all_live=False, final_raw=False, start_counted=False,
+          end_counted=True, reorder=True, follow_done=True, stop='all'):
     "Beam search over one source (1, Ls) with each mistake a student might make: the best hypothesis (1, ≤max_len), its end token included."
     V = model.config.tgt_vocab_size
     src_mask = padding_mask(src, pad).repeat_interleave(K, 0)              # (K, 1, 1, Ls): one row per beam
@@ -303,25 +304,28 @@ def _beam(model, src, max_len, K, alpha, start, end, pad, *, score='every', fini
     ys = torch.full((K, 1), start, dtype=torch.long)
     acc = torch.full((K,), -math.inf, dtype=cache.keys.dtype)
     acc[0 if not all_live else slice(None)] = 0.0                           # every beam starts as <s>: extend only the first
-    if probs: acc = acc.exp()                                               # probabilities multiplied instead of log-probabilities added
+    if probs is True: acc = acc.exp()                                       # probabilities multiplied instead of log-probabilities added
     length, done = torch.full((K,), float(start_counted)), torch.zeros(K, dtype=torch.bool)   # start_counted: the start token in the length
     only_pad = torch.full((V,), -math.inf, dtype=acc.dtype)
     only_pad[pad] = 0.0                                                     # a finished beam's one extension
     for t in range(max_len):
-        step = decode_step(model, ys[:, -1], cache, src_mask).log_softmax(-1)   # (K, V)
-        if finished == 'pad': step = torch.where(done[:, None], only_pad, step)
+        step = decode_step(model, ys[:, -1], cache, src_mask)
+        step = step.softmax(-1) if probs == 'added' else step.log_softmax(-1)   # (K, V); 'added': probabilities added to the score
+        if finished in ('pad', 'grow'): step = torch.where(done[:, None], only_pad, step)   # 'grow': extended by pad, its length + 1
         if finished == 'drop': step = step.masked_fill(done[:, None], -math.inf)
-        cand = acc[:, None] * step.exp() if probs else acc[:, None] + step      # (K, V): every one-token extension
-        cand_len = (length + (1 if finished == 'extend' else ~done))[:, None].expand(-1, V)
+        cand = acc[:, None] * step.exp() if probs is True else acc[:, None] + step   # (K, V): every one-token extension
+        grows = torch.ones(K, 1, dtype=torch.bool) if finished in ('extend', 'grow') else ~done[:, None]   # the beams whose length grows
+        if not end_counted: grows = grows & (torch.arange(V) != end)           # the end token left out of the length
+        cand_len = (length[:, None] + grows).expand(-1, V)
         rank = cand / length_penalty(cand_len, alpha) if score == 'every' else cand
         if joint or t == 0: best = rank.reshape(-1).topk(K).indices             # the K best of the K * V
         else: best = torch.arange(K) * V + rank.argmax(-1)                      # each beam extended by its own best token
         rows, token = best // V, best % V
         acc, length = cand.reshape(-1)[best], cand_len.reshape(-1)[best]
         ys = torch.cat([ys[rows], token[:, None]], 1)
-        cache.reorder(rows)
-        done = (torch.zeros_like(done) if finished == 'extend' else done[rows]) | (token == end)
-        if done.all(): break
+        if reorder: cache.reorder(rows)                                         # reorder=False: each row reads the old row's keys and values
+        done = (torch.zeros_like(done) if finished == 'extend' else done[rows] if follow_done else done) | (token == end)
+        if (done.all() if stop == 'all' else done[0]): break                   # stop='first': when the first beam has ended
     final = acc / length_penalty(length, alpha) if score in ('every', 'final') and not final_raw else acc
     top = int(final.argmax())
     return ys[top:top + 1, 1:int(length[top]) - int(start_counted) + 1]
@@ -344,17 +348,29 @@ _BEAM_MISTAKES = [
     (dict(finished='extend'), "a beam goes on after its end_id: a finished hypothesis keeps its score and length and is only extended by pad_id"),
     (dict(finished='drop'), "finished hypotheses are dropped from the beam: keep them (extended by pad_id at log-probability 0, their length unchanged), "
                             "so that they compete with the longer ones"),
-    (dict(all_live=True), "every beam starts at score 0, so the first step picks the same tokens beam_size times and the beam holds copies: "
-                          "start the other beams at -inf (only the first is extended at the first step)"),
+    (dict(all_live=True), "the result is greedy decoding's, as when only one hypothesis survives: either every beam starts at score 0, so the first "
+                          "step picks the same token beam_size times and the beam holds copies (start the other beams at -inf: only the first is "
+                          "extended at the first step), or each beam is extended by its own best token from the first step on, so the beams "
+                          "started at -inf never get a hypothesis (take the top beam_size of all beam_size * V candidates at once)"),
     (dict(joint=False), "each beam is extended by its own best token: take the top beam_size of all beam_size * V candidates at once"),
     (dict(final_raw=True), "the hypothesis returned is the one of highest raw log-probability: return the one of highest log-probability / length_penalty(length, alpha), "
                            "the score the beam was ranked by"),
     (dict(start_counted=True), "the start token is counted in the length the penalty divides by: a hypothesis's length is its generated tokens, the end token "
                                "included and the start token not"),
+    (dict(finished='grow'), "a finished beam's length grows by one with each pad_id it is extended by: it keeps the length it had when it ended "
+                            "(add 1 to the live beams only, length + ~done), so that its penalty and the tokens returned stop at its end token"),
+    (dict(end_counted=False), "the end token is not counted in the length: a hypothesis's length is its generated tokens, the end token included "
+                              "(add 1 for every live beam's candidate, whatever its token), and the hypothesis returned ends with it"),
+    (dict(reorder=False), "the cache is not reordered: after choosing the beams, cache.reorder(rows) so that each beam reads the keys and values of "
+                          "the hypothesis it extends"),
+    (dict(follow_done=False), "the finished flags stay with the rows, not with the beams: reorder them with the beams, done = done[rows] | (token == end_id)"),
+    (dict(probs='added'), "probabilities are added to the score: add log-probabilities (log_softmax), whose sum is the log of the hypothesis's probability"),
+    (dict(stop='first'), "the search stops when the first beam has ended: go on until every beam has (done.all()), so that the longer hypotheses "
+                         "can still overtake it"),
 ]
 
-def _tokens_1d(name, out, max_len, end, what, V):
-    "The student's hypothesis as a 1-D tensor of ids, checked for type, device, dtype, shape, range (0..V-1) and what follows end_id."
+def _tokens_1d(name, out, max_len, end, what, V, after_end=None):
+    "The student's hypothesis as a 1-D tensor of ids, checked for type, device, dtype, shape, range (0..V-1) and what follows end_id (`after_end()`: a message that names why, or None)."
     if not isinstance(out, torch.Tensor): _fail(name, f"returned {type(out).__name__} for {what}: return a tensor of token ids (1, ≤max_len)")
     if out.device != _DEVICE: _fail(name, f"returned a tensor on {out.device} for {what}: return it on src's device ({_DEVICE})")
     if out.dtype != torch.long: _fail(name, f"returned dtype {out.dtype} for {what}: token ids are torch.long")
@@ -366,6 +382,8 @@ def _tokens_1d(name, out, max_len, end, what, V):
                     "beam_size * V scores modulo V (best % V), its beam the index divided by V (best // V)")
     ends = (row == end).nonzero()
     if len(ends) and int(ends[0]) != len(row) - 1:
+        msg = after_end() if after_end else None
+        if msg: _fail(name, f"returned tokens after end_id: {msg} (got {row.tolist()} for {what})")
         _fail(name, f"returned tokens after end_id ({row.tolist()} for {what}): the hypothesis ends with its end token; a finished beam is not extended")
     return row
 
@@ -374,23 +392,42 @@ def check_beam_search(fn: Callable) -> None:
     "Check `fn(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id)`: beam search over one source (1, Ls) ranking every candidate by log-probability / length_penalty, finished beams kept and extended only by pad_id, top-k over beam_size * V; the hypothesis it returns (1, ≤max_len) must score as the course's beam_search's (ties broken either way pass); beam_size 1 is greedy decoding; max_len 1; float64."
     name, n = 'beam_search', 0
     model, pad, start, max_len = _tiny_model(), 0, 1, 12
+    V = model.config.tgt_vocab_size
+    source = lambda c: torch.randint(3, 13, (1, 7), generator=torch.Generator().manual_seed(200 + c[0]))
     got, want = {}, {}
+    def student(c):
+        "The student's hypothesis (1-D, as returned) for case `c`, or None where it raises or is not (1, n)."
+        if c not in got:
+            r = _try(lambda: _call(name, fn, model, source(c), max_len, c[2], c[3], start, c[1], pad))
+            got[c] = r[0] if isinstance(r, torch.Tensor) and r.dim() == 2 else None
+        return got[c]
+    def named(mistakes):
+        "The message of the first mistake that gives the student's hypothesis in every case (only then is it named), else None."
+        return next((msg for kw, msg in mistakes
+                     if all(student(c) is not None and torch.equal(student(c), _beam(model, source(c), max_len, c[2], c[3], start, c[1], pad, **kw)[0])
+                            for c in _BEAM_CASES)), None)
+    def swapped(e):
+        "A hint for a call that raised (`e`, from `_call`): right with beam_size = V, where best // beam_size and best // V agree."
+        if type(e.__cause__).__name__ not in ('IndexError', 'RuntimeError'): return None
+        c = (_BEAM_CASES[0][0], _BEAM_CASES[0][1], V, _BEAM_CASES[0][3])
+        r = _try(lambda: _call(name, fn, model, source(c), max_len, V, c[3], start, c[1], pad))
+        if not (isinstance(r, torch.Tensor) and r.dim() == 2 and torch.equal(r[0], _beam(model, source(c), max_len, V, c[3], start, c[1], pad)[0])): return None
+        return (f"; with beam_size equal to the vocabulary size ({V}) the same call runs and returns the best hypothesis, so beam_size and V "
+                "are swapped somewhere: a candidate's beam is best // V and its token best % V, with V = model.config.tgt_vocab_size")
     for case in _BEAM_CASES:
         seed, end, K, alpha = case
-        src = torch.randint(3, 13, (1, 7), generator=torch.Generator().manual_seed(200 + seed))
+        src = source(case)
         what = f"src (1, 7), max_len={max_len}, beam_size={K}, alpha={alpha}, end_id={end}"
-        got[case] = _tokens_1d(name, _decode_call(name, lambda m, s, ml, st, e, p: fn(m, s, ml, K, alpha, st, e, p), model, src, max_len, start, end, pad), max_len, end, what, model.config.tgt_vocab_size)
+        try: out = _decode_call(name, lambda m, s, ml, st, e, p: fn(m, s, ml, K, alpha, st, e, p), model, src, max_len, start, end, pad)
+        except AssertionError as e:
+            hint = swapped(e)
+            if not hint: raise
+            raise AssertionError(f"{e}{hint}") from None
+        got[case] = _tokens_1d(name, out, max_len, end, what, V, after_end=lambda: named([m for m in _BEAM_MISTAKES if m[0] == dict(finished='grow')]))
         want[case] = _beam(model, src, max_len, K, alpha, start, end, pad)[0]
         mine, best = _hypothesis_score(model, src, got[case], alpha, start, pad), _hypothesis_score(model, src, want[case], alpha, start, pad)
         if abs(mine - best) > 1e-5 and not torch.equal(got[case], want[case]):
-            source = lambda c: torch.randint(3, 13, (1, 7), generator=torch.Generator().manual_seed(200 + c[0]))
-            for c in _BEAM_CASES:                                           # a mistake is named only when it gives the student's hypothesis in every case
-                if c not in got:
-                    r = _try(lambda c=c: _call(name, fn, model, source(c), max_len, c[2], c[3], start, c[1], pad))
-                    got[c] = r[0] if isinstance(r, torch.Tensor) and r.dim() == 2 else None
-            kws = [(kw, msg) for kw, msg in _BEAM_MISTAKES
-                   if all(got[c] is not None and torch.equal(got[c], _beam(model, source(c), max_len, c[2], c[3], start, c[1], pad, **kw)[0]) for c in _BEAM_CASES)]
-            msg = kws[0][1] if kws else "the hypothesis returned is not the best beam search finds"
+            msg = named(_BEAM_MISTAKES) or "the hypothesis returned is not the best beam search finds"
             _fail(name, f"{msg} ({what}: got {got[case].tolist()} scoring {mine:.4f}, expected {want[case].tolist()} scoring {best:.4f})")
         n += 1
     src = torch.randint(3, 13, (2, 7), generator=torch.Generator().manual_seed(210))[:1]

@@ -183,7 +183,12 @@ def check_top_p_filter(fn: Callable) -> None:
         kept = _kept(name, _call(name, fn, logits, p), logits, what)
         ref = _top_p_kept(logits, p)
         if not torch.equal(kept, ref):
-            if torch.equal(kept, _top_p_kept(logits, p, reach=False)): msg = "the token that reaches p is dropped: keep each token whose more likely tokens sum to less than p"
+            flat = logits.reshape(-1, logits.size(-1)).clone()                # the same rows as one 2-D batch
+            as_2d = _try(lambda: fn(flat, p)) if logits.dim() > 2 else None
+            if isinstance(as_2d, torch.Tensor) and as_2d.shape == flat.shape and torch.equal(as_2d == flat, ref.reshape(flat.shape)):
+                msg = (f"right for the same rows passed as 2-D logits {tuple(flat.shape)}, wrong for the 3-D {tuple(logits.shape)}: an axis "
+                       "counted from the front (dim=1) is the last axis only in 2-D; sort, sum and scatter back along the last axis, dim=-1")
+            elif torch.equal(kept, _top_p_kept(logits, p, reach=False)): msg = "the token that reaches p is dropped: keep each token whose more likely tokens sum to less than p"
             elif not kept.any(-1).all(): msg = "a row keeps no token: the token that reaches p is kept, so the most likely token always is"
             elif torch.equal(kept, _top_p_kept(logits, p, ascending=True)): msg = "the tokens were ranked least likely first: sort by descending probability"
             elif torch.equal(kept, _top_p_kept(logits, p, on_logits=True)): msg = "summed the logits, not the probabilities: take softmax over the sorted logits before the cumulative sum"
@@ -235,6 +240,16 @@ def _distribution(logits_row, temperature, top_k=None, top_p=None, *, t_last=Fal
     if t_last: z = z / temperature
     return z.softmax(-1)
 
+def _batch_softmax(fn, row, N=20000):
+    "True when the draws for a batch of N rows, half `row` and half `-row`, follow the softmax over the batch axis (at temperature 1, no filter) and not the one over the vocabulary."
+    mixed = torch.cat([row.expand(N // 2, -1), (-row).expand(N // 2, -1)]).contiguous()
+    out = _try(lambda: fn(mixed, 1.0, None, None, torch.Generator().manual_seed(162)))
+    if not (isinstance(out, torch.Tensor) and out.shape == (N,) and out.dtype == torch.int64 and ((out >= 0) & (out < row.numel())).all()): return False
+    freq = torch.bincount(out[:N // 2], minlength=row.numel()).double() / (N // 2)   # the draws of the rows equal to `row`
+    def follows(p): return bool(((freq - p).abs() <= 5 * (p * (1 - p) / (N // 2)).sqrt() + 2e-3).all())
+    over_batch = mixed.double().softmax(0)[0]
+    return follows(over_batch / over_batch.sum()) and not follows(row.double().softmax(-1))
+
 @_keeps_rng
 def check_sample_next(fn: Callable) -> None:
     "Check `fn(logits, temperature, top_k, top_p, generator)`: logits (B, V) -> one token id per row (B,), int64: the argmax at temperature 0, else a draw from softmax(logits / temperature) after top-k then top-p (each None: off; top_p=0 keeps the most likely token alone), from `generator`; a batch of one gives (1,)."
@@ -267,6 +282,9 @@ def check_sample_next(fn: Callable) -> None:
                 (_try(lambda: _distribution(row, temperature, top_k, top_p) ** 2 / (_distribution(row, temperature, top_k, top_p) ** 2).sum()), "the draws follow the squared probabilities: pass probabilities to torch.multinomial, not their product with themselves"),
                 (_try(lambda: torch.ones(V, dtype=torch.float64) / V), "the draws are uniform over the vocabulary: draw with the softmax's probabilities as weights"),
             ])
+            if (msg is None or msg.startswith("the draws are uniform")) and _batch_softmax(fn, row):   # uniform here, but not for unlike rows
+                msg = ("the softmax is taken over the batch axis (dim 0), so a row's probabilities depend on the other rows (identical rows "
+                       "come out uniform): take it over the vocabulary, the last axis (softmax(-1))")
             shown = ', '.join(f"{f:.3f}" for f in freq.tolist())
             expected = ', '.join(f"{f:.3f}" for f in want.tolist())
             _fail(name, f"{msg or 'the draws do not follow the expected distribution'} ({what}: frequencies [{shown}] over {N} draws, expected [{expected}])")
