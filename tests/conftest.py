@@ -17,6 +17,7 @@ GPU_ONLY = ('GPU', 'CUDA')  # words a skip reason holds when the test needs a GP
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "notebooks: runs every notebook under nbdev_test (slow; deselect with -m 'not notebooks')")
+    if os.environ.get('CI') and not config.option.durations: config.option.durations = 30   # CI's log shows where its time goes
 
 
 def _reason(report):
