@@ -255,3 +255,78 @@ def test_compile_without_a_compiler_falls_back_with_one_line(tmp_path):
     notes = [l for l in r.stdout.splitlines() if l.startswith('note: ')]
     assert len(notes) == 1 and notes[0].startswith('note: torch.compile fell back to the uncompiled model:'), r.stdout
     assert 'Traceback' not in r.stderr and 'after 5 steps' in r.stdout, r.stdout + r.stderr
+
+
+@pytest.fixture(scope='module')
+def qwen_folder(tmp_path_factory):
+    "A Qwen2 folder laid out as the Hub serves one: transformers' save_pretrained of a small random model (shards and their index), chapter 16b's Qwen2 tokenizer with Qwen2.5's chat template, and a generation_config.json in the style of Qwen2.5 Instruct's, greedy so that the two libraries can be compared token for token."
+    transformers = pytest.importorskip('transformers')
+    from transformer_tutorial.hub_families import write_family
+    from transformer_tutorial.hub_tokenizer import HubTokenizer
+    from transformer_tutorial.shakespeare import load_shakespeare
+    folder = tmp_path_factory.mktemp('hub') / 'qwen'
+    write_family(folder, 'qwen2', load_shakespeare('train')[:100_000], 600, template='qwen2')
+    tok = HubTokenizer.from_files(folder)
+    ends = [tok.special_tokens['<|im_end|>'], tok.special_tokens['<|endoftext|>']]
+    torch.manual_seed(0)
+    model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(vocab_size=len(tok), hidden_size=48, intermediate_size=96, num_hidden_layers=2,
+                                                                   num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256,
+                                                                   tie_word_embeddings=True, eos_token_id=ends[0], bos_token_id=None))
+    with torch.no_grad():
+        for p in model.parameters(): p.add_(0.2 * torch.randn_like(p))
+        model.lm_head.weight[ends[0]] += 0.5 * model.model.norm.weight   # the end of a turn likely enough to come within 40 tokens
+    model.save_pretrained(folder, max_shard_size='60KB')
+    (folder / 'generation_config.json').write_text(json.dumps({'do_sample': False, 'eos_token_id': ends, 'pad_token_id': ends[1],
+                                                                'repetition_penalty': 1.05, 'max_new_tokens': 40}))
+    return folder
+
+
+def transformers_reply(folder, messages=None, prompt=None):
+    "What transformers' own pipeline gives: the tokenizer's chat template (or the prompt encoded), generate with the folder's generation_config, the new ids decoded."
+    import transformers
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    model = transformers.Qwen2ForCausalLM.from_pretrained(str(folder)).eval()
+    ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors='pt', return_dict=True)['input_ids'] if messages else \
+          tok(prompt, return_tensors='pt')['input_ids']
+    out = model.generate(ids, attention_mask=torch.ones_like(ids))
+    return tok.decode(out[0, ids.size(1):], skip_special_tokens=True)
+
+
+def test_chat_and_generate_with_a_hub_folder_say_what_transformers_says(qwen_folder, capsys, monkeypatch):
+    assert len(list(qwen_folder.glob('model-*.safetensors'))) > 1
+    capsys.readouterr()
+    assert main(['chat', '--model', str(qwen_folder), '--message', 'Who art thou?']) == 0
+    one = transformers_reply(qwen_folder, [{'role': 'user', 'content': 'Who art thou?'}])
+    assert capsys.readouterr().out == one + '\n'
+    monkeypatch.setattr(sys, 'stdin', io.StringIO('Who art thou?\nSpeak again.\n'))    # a conversation: the first reply is in the second turn's history
+    assert main(['chat', '--model', str(qwen_folder), '--system', 'Answer in verse.']) == 0
+    system = [{'role': 'system', 'content': 'Answer in verse.'}, {'role': 'user', 'content': 'Who art thou?'}]
+    first = transformers_reply(qwen_folder, system)
+    second = transformers_reply(qwen_folder, system + [{'role': 'assistant', 'content': first}, {'role': 'user', 'content': 'Speak again.'}])
+    assert capsys.readouterr().out == f"{first}\n{second}\n"
+    assert main(['generate', '--model', str(qwen_folder), '--prompt', 'ROMEO:']) == 0
+    assert capsys.readouterr().out == 'ROMEO:' + transformers_reply(qwen_folder, prompt='ROMEO:') + '\n'
+
+
+def test_chat_and_generate_refuse_what_they_cannot_run(qwen_folder, tmp_path, capsys):
+    from transformer_tutorial.gpt import GPT
+    from transformer_tutorial.model_files import save_pretrained
+    save_pretrained(GPT(40, 16, 16, 2, 1, 32), tmp_path / 'gpt')                 # no task: nothing says how text becomes ids
+    mistral = tmp_path / 'mistral'
+    shutil.copytree(qwen_folder, mistral)
+    (mistral / 'config.json').write_text(json.dumps({**json.loads((qwen_folder / 'config.json').read_text()), 'model_type': 'mistral'}))
+    plain = tmp_path / 'plain'
+    shutil.copytree(qwen_folder, plain)
+    config = json.loads((plain / 'tokenizer_config.json').read_text())
+    (plain / 'tokenizer_config.json').write_text(json.dumps({k: v for k, v in config.items() if k != 'chat_template'}))
+    cases = [(['generate', '--checkpoint', str(tmp_path / 'gpt'), '--prompt', 'Hello'], 'holds a GPT whose config.json names no task'),
+             (['chat', '--model', str(mistral), '--message', 'Hi'], "describes a 'mistral' model; the course runs Llama and Qwen2 folders"),
+             (['chat', '--model', str(plain), '--message', 'Hi'], 'has no chat template'),
+             (['chat', '--model', str(qwen_folder), '--message', 'Hi', '--top-p', '2'], r'--top-p must be in \(0, 1\], got 2.0'),
+             (['generate', '--model', str(qwen_folder), '--checkpoint', 'x', '--prompt', 'Hi'], 'not allowed with argument')]
+    for args, message in cases:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) if 'not allowed' in message else contextlib.nullcontext():
+            assert main(args) == 2
+        import re
+        assert re.search(message, capsys.readouterr().err), (args, message)

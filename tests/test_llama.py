@@ -447,3 +447,17 @@ def test_generate_ends_rows_at_end_ids_and_stops_as_transformers_does():
     assert torch.equal(one, free[0, :first + 1])
     for bad in (dict(eos_id=97), dict(eos_id=[1, -1]), dict(eos_id=1, pad_id=True)):
         with pytest.raises(ValueError, match=r"eos_id and pad_id must be token ids in \[0, 97\)"): generate(ours, prompt, 3, **bad)
+
+
+@pytest.mark.parametrize('penalty', [1.3, 0.7])
+def test_repetition_penalty_equals_transformers(penalty):
+    "Greedy tokens under a repetition penalty (and under its inverse, which rewards repeats), against generate(repetition_penalty=...): every id of the row so far, the prompt's too."
+    theirs = random_hf('qwen2', 48, 6, 3, 2, 72, 1e6, 1e-6, True, {}, T=128)
+    ours = from_qwen2(theirs)
+    prompt = IDX[:2, :10]
+    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=30, do_sample=False, repetition_penalty=penalty,
+                           eos_token_id=None, pad_token_id=0)
+    assert not torch.equal(generate(ours, prompt, 30, temperature=0), want)                    # the penalty changes these tokens
+    for use_cache in (True, False):
+        assert torch.equal(generate(ours, prompt, 30, temperature=0, repetition_penalty=penalty, use_cache=use_cache), want)
+    with pytest.raises(ValueError, match=r"repetition_penalty must be a positive number \(1: none\), got 0"): generate(ours, prompt, 3, repetition_penalty=0)

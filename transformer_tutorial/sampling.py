@@ -94,8 +94,9 @@ def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache
 @torch.no_grad()
 def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: Optional[int] = None,
              top_p: Optional[float] = None, generator: Optional[Union[int, torch.Generator]] = None, use_cache: bool = True,
-             slide: bool = False, eos_id: Optional[Union[int, Sequence[int]]] = None, pad_id: Optional[int] = None) -> torch.Tensor:
-    "A GPT's continuation: the prompt ids (B, L) or (L,) and up to `max_new_tokens` sampled ids after it (`sample_next`; an int `generator` is a seed); past the context only if `slide`, reading the last `max_len` ids. A row ends at an id of `eos_id` (one or several) and is filled with `pad_id` (default: the first end id) until every row has ended, as `transformers`' `generate` does."
+             slide: bool = False, eos_id: Optional[Union[int, Sequence[int]]] = None, pad_id: Optional[int] = None,
+             repetition_penalty: float = 1.0) -> torch.Tensor:
+    "A GPT's continuation: the prompt ids (B, L) or (L,) and up to `max_new_tokens` sampled ids after it (`sample_next`; an int `generator` is a seed); past the context only if `slide`, reading the last `max_len` ids. A row ends at an id of `eos_id` (one or several) and is filled with `pad_id` (default: the first end id) until every row has ended, as `transformers`' `generate` does; `repetition_penalty` > 1 makes every id already in the row less likely, as in `transformers` (CTRL's penalty)."
     squeeze = prompt.dim() == 1
     prompt = prompt[None] if squeeze else prompt
     if prompt.dim() != 2 or prompt.size(1) == 0: raise ValueError(f"the prompt must be token ids shaped (B, L) with L >= 1, got {tuple(prompt.shape)}")
@@ -105,6 +106,8 @@ def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, 
         if isinstance(e, bool) or not isinstance(e, int) or not 0 <= e < model.config.vocab_size:
             raise ValueError(f"eos_id and pad_id must be token ids in [0, {model.config.vocab_size}), got {e!r}")
     if pad_id is None and ends: pad_id = ends[0]
+    if not (isinstance(repetition_penalty, (int, float)) and repetition_penalty > 0):
+        raise ValueError(f"repetition_penalty must be a positive number (1: none), got {repetition_penalty!r}")
     cfg, L = model.config, prompt.size(1)
     _check_sampling(temperature, top_k, top_p, cfg.vocab_size)
     check_token_ids(prompt, cfg.vocab_size)
@@ -120,6 +123,9 @@ def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, 
     done = torch.zeros(ids.size(0), dtype=torch.bool, device=ids.device)                              # rows that have ended
     stop = torch.tensor(ends, dtype=ids.dtype, device=ids.device)
     for i in range(max_new_tokens):
+        if repetition_penalty != 1:                                                                    # the ids of each row so far
+            seen = logits.gather(1, ids)
+            logits = logits.scatter(1, ids, torch.where(seen < 0, seen * repetition_penalty, seen / repetition_penalty))
         nxt = sample_next(logits, temperature, top_k, top_p, generator)                                # (B,)
         if ends: nxt = nxt.masked_fill(done, pad_id); done |= torch.isin(nxt, stop)
         ids = torch.cat([ids, nxt[:, None]], 1)
