@@ -461,3 +461,38 @@ def test_repetition_penalty_equals_transformers(penalty):
     for use_cache in (True, False):
         assert torch.equal(generate(ours, prompt, 30, temperature=0, repetition_penalty=penalty, use_cache=use_cache), want)
     with pytest.raises(ValueError, match=r"repetition_penalty must be a positive number \(1: none\), got 0"): generate(ours, prompt, 3, repetition_penalty=0)
+
+
+def test_a_folder_read_and_written_back_keeps_its_ids_keys_generation_config_and_dtype(tmp_path):
+    "Qwen2.5-0.5B's published config at two blocks, in bfloat16 as published, with a generation_config.json: to_qwen2 writes back the end and start ids, max_window_layers and sliding_window, the generation settings and the dtype."
+    torch.manual_seed(0)
+    shrink = dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000)
+    theirs = Qwen2ForCausalLM(Qwen2Config(**{**QWEN25_05B, **shrink})).to(torch.bfloat16).eval()
+    theirs.save_pretrained(tmp_path / 'hub')
+    generation = {'bos_token_id': 151643, 'do_sample': True, 'eos_token_id': [151645, 151643], 'pad_token_id': 151643, 'repetition_penalty': 1.1,
+                  'temperature': 0.7, 'top_k': 20, 'top_p': 0.8}
+    (tmp_path / 'hub' / 'generation_config.json').write_text(json.dumps(generation))
+    ours = from_qwen2(tmp_path / 'hub')
+    assert ours.embed.weight.dtype == torch.bfloat16
+    to_qwen2(ours, tmp_path / 'back')
+    written = json.loads((tmp_path / 'back' / 'config.json').read_text())
+    read = json.loads((tmp_path / 'hub' / 'config.json').read_text())                # as transformers wrote it
+    assert (written['bos_token_id'], written['eos_token_id'], written['max_window_layers']) == (151643, 151643, 2)
+    for key in ('sliding_window', 'use_sliding_window'): assert written[key] == read[key], key
+    assert json.loads((tmp_path / 'back' / 'generation_config.json').read_text()) == generation
+    back = Qwen2ForCausalLM.from_pretrained(tmp_path / 'back').eval()
+    assert back.dtype == torch.bfloat16 and back.generation_config.repetition_penalty == 1.1
+    idx = torch.randint(0, 1000, (1, 16), generator=torch.Generator().manual_seed(0))
+    first = Qwen2ForCausalLM.from_pretrained(tmp_path / 'hub').eval()           # read as transformers reads the folder (float32 angles)
+    with torch.no_grad(): assert torch.equal(back(idx).logits, first(idx).logits)
+
+
+def test_save_pretrained_and_from_pretrained_keep_bfloat16_unless_asked():
+    import tempfile
+    from transformer_tutorial.model_files import save_pretrained, from_pretrained
+    model = GPT(40, 16, 16, 2, 1, 32).to(torch.bfloat16)
+    with tempfile.TemporaryDirectory() as folder:
+        save_pretrained(model, folder)
+        assert from_pretrained(folder).embed.weight.dtype == torch.bfloat16
+        assert from_pretrained(folder, dtype=torch.float32).embed.weight.dtype == torch.float32
+        assert torch.equal(from_pretrained(folder).embed.weight, model.embed.weight)

@@ -137,7 +137,12 @@ def _from(source, config, family):
     model = GPT.from_config(llama_config(hf, family))
     emb = state.get('model.embed_tokens.weight')
     if emb is not None and emb.is_floating_point(): model.to(emb.dtype)   # bfloat16 weights stay bfloat16, float64 stay float64
-    return load_llama_state(model, state).eval()
+    model = load_llama_state(model, state).eval()
+    model.source_config = dict(hf)                                        # what to_llama writes back beside the architecture
+    folder = pathlib.Path(source) if isinstance(source, (str, os.PathLike)) and os.path.isdir(source) else None
+    if folder is not None and (folder / 'generation_config.json').is_file():
+        model.source_generation = json.loads((folder / 'generation_config.json').read_text(encoding='utf-8'))
+    return model
 
 def from_llama(source, config: Optional[Union[dict, object]] = None) -> GPT:
     "A `GPT` in eval mode with a Llama model's weights: from a `transformers` `LlamaForCausalLM`, its state dict (with its `config`), or a folder or Hub id holding config.json and model.safetensors (read without pickle)."
@@ -177,10 +182,18 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike], family: str = 'llama')
           'attention_dropout': 0.0, 'bos_token_id': None, 'eos_token_id': None, 'torch_dtype': dtype, 'dtype': dtype}
     if family == 'llama': hf.update(attention_bias=c.qkv_bias, mlp_bias=c.ff_bias)
     else: hf.update(use_sliding_window=False, sliding_window=None)
+    source = getattr(model, 'source_config', None) or {}                  # a model read from a folder: its ids and other keys kept
+    if source.get('model_type') == family:
+        hf.update({k: v for k, v in source.items() if k in _KEPT or (k not in hf and k not in _DROPPED)})
     folder.mkdir(parents=True, exist_ok=True)
     _write_safetensors(folder / WEIGHTS_NAME, state, {'format': 'pt'})
     with atomic_write(folder / CONFIG_NAME, encoding='utf-8') as f: f.write(json.dumps(hf, indent=2) + '\n')
+    if getattr(model, 'source_generation', None):
+        with atomic_write(folder / 'generation_config.json', encoding='utf-8') as f: f.write(json.dumps(model.source_generation, indent=2) + '\n')
     return folder
+
+_KEPT = ('bos_token_id', 'eos_token_id', 'pad_token_id', 'sliding_window', 'use_sliding_window', 'max_window_layers')  # the source's, not None
+_DROPPED = ('layer_types', 'transformers_version', 'torch_dtype', 'dtype', 'architectures')   # written anew, or for another layer count
 
 def to_qwen2(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
     "Write a Qwen2-style `GPT` (query, key and value biases only) as a folder that `transformers`' `Qwen2ForCausalLM.from_pretrained` loads."

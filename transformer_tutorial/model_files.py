@@ -132,6 +132,8 @@ def load_weights(model: Transformer, path: Union[str, os.PathLike]) -> Transform
             raise ModelFileError(f"{path}: tensor {name!r} is stored as {have[name]['dtype']}; weights are floating point ({', '.join(FLOAT_DTYPES)})")
     tensors = _read_tensors(path)
     tensors.update({alias: tensors[name] for alias, name in tied.items()})
+    stored = {t.dtype for t in tensors.values()}
+    if len(stored) == 1: model.to(stored.pop())   # the file's precision kept: bfloat16 weights stay bfloat16
     model.load_state_dict(tensors)
     return model
 
@@ -257,13 +259,13 @@ def _read_shards(folder: pathlib.Path) -> Dict[str, torch.Tensor]:
     for name in shards: state.update(_read_tensors(folder / name))
     return state
 
-def from_pretrained(path: Union[str, os.PathLike], device: Union[str, torch.device] = 'cpu') -> torch.nn.Module:
-    "The model (a `Transformer`, or the class its config.json's model_type names) in eval mode, rebuilt from a model folder, its model.safetensors, or a Hub repo id; nothing is unpickled."
+def from_pretrained(path: Union[str, os.PathLike], device: Union[str, torch.device] = 'cpu', dtype: Optional[torch.dtype] = None) -> torch.nn.Module:
+    "The model (a `Transformer`, or the class its config.json's model_type names) in eval mode, rebuilt from a model folder, its model.safetensors, or a Hub repo id, in the precision of its file unless `dtype` asks for another; nothing is unpickled."
     path = os.fspath(path)
     if not os.path.exists(path): path = _hub_folder(path)  # 'user/name': a Hub repo id, unless it looks local
     folder = _model_folder(path)
     model = _build(read_config(folder), folder)
-    return load_weights(model, folder / WEIGHTS_NAME).to(device).eval()
+    return load_weights(model, folder / WEIGHTS_NAME).to(device=device, dtype=dtype).eval()
 
 # %% ../nbs/11a_model_files.ipynb #ed1250b5
 def _to_json(obj, tensors, name):
