@@ -312,15 +312,15 @@ def test_chat_and_generate_refuse_what_they_cannot_run(qwen_folder, tmp_path, ca
     from transformer_tutorial.gpt import GPT
     from transformer_tutorial.model_files import save_pretrained
     save_pretrained(GPT(40, 16, 16, 2, 1, 32), tmp_path / 'gpt')                 # no task: nothing says how text becomes ids
-    mistral = tmp_path / 'mistral'
-    shutil.copytree(qwen_folder, mistral)
-    (mistral / 'config.json').write_text(json.dumps({**json.loads((qwen_folder / 'config.json').read_text()), 'model_type': 'mistral'}))
+    gemma = tmp_path / 'gemma'
+    shutil.copytree(qwen_folder, gemma)
+    (gemma / 'config.json').write_text(json.dumps({**json.loads((qwen_folder / 'config.json').read_text()), 'model_type': 'gemma2'}))
     plain = tmp_path / 'plain'
     shutil.copytree(qwen_folder, plain)
     config = json.loads((plain / 'tokenizer_config.json').read_text())
     (plain / 'tokenizer_config.json').write_text(json.dumps({k: v for k, v in config.items() if k != 'chat_template'}))
     cases = [(['generate', '--checkpoint', str(tmp_path / 'gpt'), '--prompt', 'Hello'], 'holds a GPT whose config.json names no task'),
-             (['chat', '--model', str(mistral), '--message', 'Hi'], "describes a 'mistral' model; the course runs Llama and Qwen2 folders"),
+             (['chat', '--model', str(gemma), '--message', 'Hi'], "describes a 'gemma2' model; the course runs Llama, Qwen2, Mistral folders"),
              (['chat', '--model', str(plain), '--message', 'Hi'], 'has no chat template'),
              (['chat', '--model', str(qwen_folder), '--message', 'Hi', '--top-p', '2'], r'--top-p must be in \(0, 1\], got 2.0'),
              (['generate', '--model', str(qwen_folder), '--checkpoint', 'x', '--prompt', 'Hi'], 'not allowed with argument')]

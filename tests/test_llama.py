@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from transformer_tutorial.gpt import GPT, GPTConfig, gpt_parameter_count, gpt_flops_per_token
-from transformer_tutorial.llama import LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_qwen2, to_llama, to_qwen2, _llama_names
+from transformer_tutorial.llama import LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_mistral, from_qwen2, to_llama, to_mistral, to_qwen2, _llama_names
 from transformer_tutorial.sampling import generate, gpt_decode_step
 from transformer_tutorial.decoding import KVCache
 from transformer_tutorial.training import record_attention
 from transformer_tutorial.model_files import ModelFileError
 
 transformers = pytest.importorskip('transformers')  # a test dependency (settings.ini dev_requirements), never a runtime one
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 SIZES = [  # family, width, heads, key/value heads, blocks, feed-forward, theta, eps, tied, extra config
     ('llama', 48, 6, 2, 3, 80, 5000.0, 1e-5, False, {}),
@@ -57,9 +57,9 @@ def float64_internals(model, theta):
     return model
 
 
-LOAD = {'llama': from_llama, 'qwen2': from_qwen2}
-WRITE = {'llama': to_llama, 'qwen2': to_qwen2}
-MODEL = {'llama': LlamaForCausalLM, 'qwen2': Qwen2ForCausalLM}
+LOAD = {'llama': from_llama, 'qwen2': from_qwen2, 'mistral': from_mistral}
+WRITE = {'llama': to_llama, 'qwen2': to_qwen2, 'mistral': to_mistral}
+MODEL = {'llama': LlamaForCausalLM, 'qwen2': Qwen2ForCausalLM, 'mistral': MistralForCausalLM}
 IDX = torch.randint(0, 97, (3, 64), generator=torch.Generator().manual_seed(1))
 
 
@@ -185,10 +185,8 @@ def test_llama_config_reads_both_spellings_of_rope_and_refuses_what_it_cannot_co
         with pytest.raises(ValueError, match=message): GPT.from_config(llama_config({**base, **change}))
     with pytest.raises(ValueError, match="lacks hidden_size"): llama_config({k: v for k, v in base.items() if k != 'hidden_size'})
     qwen = {**base, 'model_type': 'qwen2'}
-    with pytest.raises(ValueError, match="use_sliding_window=True and max_window_layers=0: layers 0 to 0 would attend through a sliding window, which is not implemented"):
-        llama_config({**qwen, 'use_sliding_window': True, 'max_window_layers': 0}, 'qwen2')
-    with pytest.raises(ValueError, match="layer_types says 'sliding_attention': layers 0 to 0 would attend through a sliding window"):
-        llama_config({**qwen, 'layer_types': ['sliding_attention']}, 'qwen2')
+    assert llama_config({**qwen, 'use_sliding_window': True, 'max_window_layers': 0, 'sliding_window': 16}, 'qwen2').sliding_window == 16
+    assert llama_config({**qwen, 'layer_types': ['sliding_attention'], 'sliding_window': 16}, 'qwen2').sliding_layers is None   # every layer
     c = llama_config({**qwen, 'use_sliding_window': False, 'sliding_window': 4096}, 'qwen2')   # a window that is not used
     assert (c.qkv_bias, c.out_bias, c.ff_bias) == (True, False, False)
 
@@ -313,16 +311,65 @@ def test_published_configs_at_two_blocks_equal_transformers_with_and_without_the
 
 @pytest.mark.parametrize('layers, use, window, first', [(2, True, 4096, 2), (2, True, 4096, 5), (2, True, None, 0), (2, False, 4096, 0),
                                                          (4, True, 4096, 2), (3, True, 4096, 0), (2, True, 'absent', 1), (2, True, 4096, 'absent')])
-def test_a_sliding_window_is_refused_exactly_when_transformers_would_slide_a_layer(layers, use, window, first):
-    "transformers' Qwen2Config decides which layers slide (use_sliding_window, sliding_window not null, i >= max_window_layers): refused exactly then."
+def test_the_layers_that_slide_are_those_transformers_slides(layers, use, window, first):
+    "transformers' Qwen2Config decides which layers slide (use_sliding_window, sliding_window not null, i >= max_window_layers) and how far they read: the GPT's windows are those."
     hf = dict(model_type='qwen2', vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=layers, num_attention_heads=6,
               max_position_embeddings=64, use_sliding_window=use)
     if window != 'absent': hf['sliding_window'] = window
     if first != 'absent': hf['max_window_layers'] = first
-    slides = 'sliding_attention' in Qwen2Config(**hf).layer_types
-    if slides:
-        with pytest.raises(ValueError, match="would attend through a sliding window, which is not implemented"): llama_config(hf, 'qwen2')
-    else: assert llama_config(hf, 'qwen2').num_layers == layers
+    theirs = Qwen2Config(**hf)
+    want = [theirs.sliding_window if t == 'sliding_attention' else None for t in theirs.layer_types]
+    assert GPT.from_config(llama_config(hf, 'qwen2')).windows == want
+
+
+WINDOWED = [('mistral', MistralConfig, MistralForCausalLM, dict(sliding_window=8)),
+            ('qwen2', Qwen2Config, Qwen2ForCausalLM, dict(use_sliding_window=True, sliding_window=8, max_window_layers=1))]
+
+
+@pytest.mark.parametrize('family, Config, Model, window', WINDOWED, ids=['mistral', 'qwen2-last-two-layers'])
+def test_sliding_windows_equal_transformers_past_the_window_with_the_cache_and_back(family, Config, Model, window, tmp_path):
+    "A window of 8 positions, texts of 40: the logits, greedy tokens with and without the cache (30 tokens past the window), and the folder written back."
+    torch.manual_seed(0)
+    theirs = Model(Config(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2,
+                          max_position_embeddings=128, **window)).eval()
+    with torch.no_grad():
+        for p in theirs.parameters(): p.add_(0.2 * torch.randn_like(p))
+    theirs.save_pretrained(tmp_path / 'hub')
+    ours = LOAD[family](tmp_path / 'hub')
+    assert ours.windows == ([8, 8, 8] if family == 'mistral' else [None, 8, 8])
+    idx = torch.randint(0, 97, (2, 40), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = theirs(idx).logits
+        assert (ours(idx) - expected).abs().max() < 1e-4
+        whole = GPT.from_config({**ours.config.to_dict(), 'sliding_window': None, 'sliding_layers': None}).eval()
+        whole.load_state_dict(ours.state_dict())
+        assert (whole(idx) - expected).abs().max() > 1e-3                        # the window is what makes them equal
+    prompt = idx[:, :12]
+    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=30, do_sample=False, eos_token_id=None, pad_token_id=0)
+    for use_cache in (True, False): assert torch.equal(generate(ours, prompt, 30, temperature=0, use_cache=use_cache), want), use_cache
+    WRITE[family](ours, tmp_path / 'back')
+    back = Model.from_pretrained(tmp_path / 'back').eval()
+    with torch.no_grad(): assert (back(idx).logits - expected).abs().max() < 1e-5
+
+
+def test_windows_a_family_cannot_hold_are_refused_by_name(tmp_path):
+    base = dict(model_type='llama', vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=6, max_position_embeddings=64)
+    with pytest.raises(ValueError, match="Llama's block reads the whole context: a windowed model is a Mistral"):
+        llama_config({**base, 'layer_types': ['full_attention', 'sliding_attention', 'full_attention'], 'sliding_window': 4})
+    with pytest.raises(ValueError, match="sliding_window=0: the window must be a positive number"):
+        llama_config({**base, 'model_type': 'mistral', 'sliding_window': 0}, 'mistral')
+    assert llama_config({**base, 'model_type': 'mistral', 'sliding_window': None}, 'mistral').sliding_window is None   # Mistral v0.2 on
+    assert llama_config({**base, 'model_type': 'mistral'}, 'mistral').sliding_window == 4096                          # MistralConfig's default
+    block = dict(LLAMA_BLOCK, num_kv_heads=2)
+    cases = [(to_llama, dict(sliding_window=4), "Llama's block reads the whole context; write this GPT as Mistral"),
+             (to_mistral, dict(sliding_window=4, sliding_layers=[2]), "Mistral slides every layer or none"),
+             (to_qwen2, dict(sliding_window=4, sliding_layers=[0, 2], qkv_bias=True), "Qwen2 slides the layers from max_window_layers on")]
+    for write, options, message in cases:
+        with pytest.raises(ValueError, match=message): write(GPT(97, 64, 48, 6, 3, 80, **{**block, **options}), tmp_path / 'never')
+    for options, message in ((dict(sliding_window=0), 'sliding_window must be a positive integer'),
+                             (dict(sliding_layers=[1]), 'sliding_layers names blocks to slide, but sliding_window is None'),
+                             (dict(sliding_window=4, sliding_layers=[3]), r'sliding_layers must be block indices 0 to 2, got 3')):
+        with pytest.raises(ValueError, match=message): GPT(97, 64, 48, 6, 3, 80, **options)
 
 
 def test_config_values_of_the_wrong_type_are_refused_by_field():

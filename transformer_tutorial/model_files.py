@@ -139,8 +139,8 @@ def load_weights(model: Transformer, path: Union[str, os.PathLike]) -> Transform
 
 # %% ../nbs/11a_model_files.ipynb #012d64ed
 _LATER_FIELDS = {MODEL_TYPE: ('activation',),  # config fields added after files were first written: absent means the field's default, what those files had
-                 'transformer_tutorial_gpt': ('norm', 'num_kv_heads', 'rope_base', 'qkv_bias', 'out_bias', 'ff_bias', 'tie_embeddings', 'rope_scaling')}
-_FOREIGN = {'gpt2': 'gpt2.from_gpt2', 'llama': 'llama.from_llama', 'qwen2': 'llama.from_qwen2', 'marian': 'marian.from_marian'}  # other libraries' folders
+                 'transformer_tutorial_gpt': ('norm', 'num_kv_heads', 'rope_base', 'qkv_bias', 'out_bias', 'ff_bias', 'tie_embeddings', 'rope_scaling', 'sliding_window', 'sliding_layers')}
+_FOREIGN = {'gpt2': 'gpt2.from_gpt2', 'llama': 'llama.from_llama', 'qwen2': 'llama.from_qwen2', 'mistral': 'llama.from_mistral', 'marian': 'marian.from_marian'}  # other libraries' folders
 
 def _architecture(model_type):
     "The model class and its config's fields {name: dataclass field} for `model_type` (see `ARCHITECTURES`)."
@@ -155,6 +155,7 @@ def _has_type(value: Any, t) -> bool:
     if t is bool: return isinstance(value, bool)
     if t is float: return isinstance(value, (int, float)) and not isinstance(value, bool)
     if t is dict: return isinstance(value, dict)
+    if t is list: return isinstance(value, list)
     return isinstance(value, str) if t is str else type(value) is int
 
 def read_config(folder: Union[str, os.PathLike]) -> dict:

@@ -15,6 +15,7 @@ from .positional import PositionalEncoding
 from .positions import LearnedPositionalEmbedding, apply_rope
 from .multi_head import split_heads
 from .decoding import KVCache
+from .gpt import window_mask
 
 # %% ../nbs/17a_sampling.ipynb #7e7e260a
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -68,8 +69,8 @@ def _inputs_at(model, tokens, start):
     if isinstance(pos, PositionalEncoding): return pos.dropout(x + pos.pe[start:stop])
     return pos(x)                                                            # RoPE's model: the dropout alone
 
-def _cached_causal_attention(attn, y, cache, i):
-    "Self-attention of new positions `y` (B, T, d_model): their keys and values join layer `i`'s cache, each query reads the cache up to itself."
+def _cached_causal_attention(attn, y, cache, i, window=None):
+    "Self-attention of new positions `y` (B, T, d_model): their keys and values join layer `i`'s cache, each query reads the cache up to itself (with a `window`, only its last `window` positions)."
     B, T, t = y.size(0), y.size(1), cache.length
     q = split_heads(attn.w_q(y), attn.num_heads)                                  # (B, H, T, d_head)
     k, v = split_heads(attn.w_k(y), attn.num_kv_heads), split_heads(attn.w_v(y), attn.num_kv_heads)  # (B, H_kv, T, d_head)
@@ -77,7 +78,8 @@ def _cached_causal_attention(attn, y, cache, i):
         positions = torch.arange(t, t + T, device=y.device)
         q, k = apply_rope(q, positions, attn.base, attn.scaling), apply_rope(k, positions, attn.base, attn.scaling)
     cache.keys[i, :, :, t:t + T], cache.values[i, :, :, t:t + T] = k, v           # into positions t..t+T-1
-    mask = torch.ones(T, t + T, dtype=torch.bool, device=y.device).tril(t) if T > 1 else None  # query j (position t+j) reads 0..t+j
+    if window is not None and t + T > window: mask = window_mask(torch.arange(t, t + T, device=y.device), t + T, window)  # (T, t+T)
+    else: mask = torch.ones(T, t + T, dtype=torch.bool, device=y.device).tril(t) if T > 1 else None  # query j (position t+j) reads 0..t+j
     return attn.attend(q, cache.keys[i, :, :, :t + T], cache.values[i, :, :, :t + T], mask, need_weights=False)[0]
 
 def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
@@ -85,7 +87,8 @@ def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache
     t = cache.length
     x = _inputs_at(model, tokens, t)                                              # (B, T, d_model)
     for i, layer in enumerate(model.layers):  # EncoderLayer.forward, its self-attention reading the cache
-        x = layer.sublayers[0](x, lambda y: _cached_causal_attention(layer.self_attn, y, cache, i))
+        window = model.windows[i] if hasattr(model, 'windows') else None
+        x = layer.sublayers[0](x, lambda y: _cached_causal_attention(layer.self_attn, y, cache, i, window))
         x = layer.sublayers[1](x, layer.feed_forward)
     cache.length += tokens.size(1)
     return model.head(model.norm(x))                                              # (B, T, V)
