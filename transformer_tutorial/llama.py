@@ -125,7 +125,7 @@ def _llama_names(model: GPT) -> Dict[str, Tuple[torch.Tensor, Optional[torch.Ten
 
 @torch.no_grad()
 def load_llama_state(model: GPT, state: Dict[str, torch.Tensor]) -> GPT:
-    "Copy a Llama or Qwen2 state dict into a Llama-style `model`, every tensor checked first; the query and key rows of each head reordered from halves to adjacent pairs."
+    "Copy a Llama, Qwen2 or Mistral state dict into a Llama-style `model`, every tensor checked first; the query and key rows of each head reordered from halves to adjacent pairs."
     names = _llama_names(model)
     extra = [k for k in state if k not in names and not k.endswith('rotary_emb.inv_freq')         # a buffer of old checkpoints, recomputed here
              and not (k == 'lm_head.weight' and model.config.tie_embeddings)]                     # a tied model's state_dict() holds it: checked below
@@ -142,7 +142,7 @@ def load_llama_state(model: GPT, state: Dict[str, torch.Tensor]) -> GPT:
     return model
 
 def _from(source, config, family):
-    "A `GPT` in eval mode holding a Llama or Qwen2 model from any of the sources `from_llama` takes."
+    "A `GPT` in eval mode holding a Llama, Qwen2 or Mistral model from any of the sources `from_llama` takes."
     hf, state = _foreign_source(source, config, FAMILIES[family][0])
     model = GPT.from_config(llama_config(hf, family))
     emb = state.get('model.embed_tokens.weight')
