@@ -294,14 +294,20 @@ def _open_model(args):
 def _sampling(args) -> dict:
     return dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
 
+def _show(piece: str):
+    "Print a piece of generated text as soon as it comes."
+    print(piece, end='', flush=True)
+
 def _generate(args):
     "The `generate` subcommand: the prompt and its continuation, printed."
     from transformer_tutorial.sampling import generate
     if args.model:
         from transformer_tutorial.llama import complete
         m = _open_model(args)
-        try: print(args.prompt + complete(m, args.prompt, args.max_new_tokens, args.seed, **_sampling(args)))
+        print(args.prompt, end='', flush=True)                               # then each piece of the continuation as it comes
+        try: complete(m, args.prompt, args.max_new_tokens, args.seed, stream=_show, **_sampling(args))
         except ValueError as e: raise _flagged(e) from None
+        print()
         return 0
     model, task = _load(args.checkpoint, False)
     if not task and not hasattr(model, 'decoder'):
@@ -330,9 +336,9 @@ def _chat(args):
     try:
         for line in lines:
             messages.append({'role': 'user', 'content': line})
-            reply = chat(m, messages, args.max_new_tokens, args.seed, **_sampling(args))
+            reply = chat(m, messages, args.max_new_tokens, args.seed, stream=_show, **_sampling(args))
             messages.append({'role': 'assistant', 'content': reply})
-            print(reply, flush=True)
+            print(flush=True)
     except EOFError: pass
     except ValueError as e: raise _flagged(e) from None
     return 0

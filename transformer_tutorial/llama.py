@@ -9,7 +9,7 @@ __all__ = ['LLAMA_BLOCK', 'FAMILIES', 'llama_config', 'load_llama_state', 'from_
 # %% ../nbs/17c_llama.ipynb #5787a604
 import json, os, pathlib
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from .gpt import GPT, GPTConfig
 from .sampling import generate
@@ -266,23 +266,37 @@ def load_open_model(source: Union[str, os.PathLike]) -> OpenModel:
         raise ValueError(f"{folder}: the tokenizer has ids up to {max(tokenizer.id_to_token)}, past the model's vocab_size of {model.config.vocab_size}")
     return OpenModel(model, tokenizer, generation_settings(folder))
 
-def _continue(m: OpenModel, ids: List[int], max_new_tokens, seed, overrides) -> List[int]:
-    "The new ids after `ids`, generated with the folder's settings less the `overrides` given (not None)."
+def _streamer(tokenizer, stream):
+    "An `on_token` for `generate` that hands `stream` each piece of new text as soon as it is whole (a character cut between two tokens waits for the second)."
+    new, shown = [], ['']
+    def on_token(ids):
+        new.append(int(ids[0]))
+        text = tokenizer.decode(new, skip_special_tokens=True).rstrip('\ufffd')   # an unfinished character reads as U+FFFD for now
+        if len(text) > len(shown[0]) and text.startswith(shown[0]): stream(text[len(shown[0]):]); shown[0] = text
+    return on_token, shown
+
+def _continue(m: OpenModel, ids: List[int], max_new_tokens, seed, overrides, stream=None) -> List[int]:
+    "The new ids after `ids`, generated with the folder's settings less the `overrides` given (not None); `stream` receives the text as it comes."
     s = {**m.settings, **{k: v for k, v in overrides.items() if v is not None}}
     room = m.model.config.max_len - len(ids)
     if room < 1: raise ValueError(f"the prompt has {len(ids)} tokens, and the model reads at most max_len={m.model.config.max_len}")
     n = min(max_new_tokens or s.pop('max_new_tokens', None) or 256, room)
     s.pop('max_new_tokens', None)
     device = next(m.model.parameters()).device
-    out = generate(m.model, torch.tensor([ids], device=device), n, generator=seed, **s)[0, len(ids):].tolist()
+    on_token, shown = _streamer(m.tokenizer, stream) if stream else (None, None)
+    out = generate(m.model, torch.tensor([ids], device=device), n, generator=seed, on_token=on_token, **s)[0, len(ids):].tolist()
     ends = s['eos_id'] if isinstance(s['eos_id'], list) else [s['eos_id']]
-    return out[:next((i + 1 for i, t in enumerate(out) if t in ends), len(out))]
+    out = out[:next((i + 1 for i, t in enumerate(out) if t in ends), len(out))]
+    if stream:                                                                   # what was held back, and any end of the text
+        text = m.tokenizer.decode(out, skip_special_tokens=True)
+        if text != shown[0]: stream(text[len(shown[0]):] if text.startswith(shown[0]) else text)
+    return out
 
-def complete(m: OpenModel, prompt: str, max_new_tokens: Optional[int] = None, seed: int = 0, **overrides) -> str:
-    "The text the model adds to `prompt` (encoded as transformers encodes it, BOS included where the tokenizer adds one)."
-    return m.tokenizer.decode(_continue(m, m.tokenizer.encode(prompt), max_new_tokens, seed, overrides), skip_special_tokens=True)
+def complete(m: OpenModel, prompt: str, max_new_tokens: Optional[int] = None, seed: int = 0, stream: Optional[Callable[[str], None]] = None, **overrides) -> str:
+    "The text the model adds to `prompt` (encoded as transformers encodes it, BOS included where the tokenizer adds one); `stream(piece)` gets it as it comes."
+    return m.tokenizer.decode(_continue(m, m.tokenizer.encode(prompt), max_new_tokens, seed, overrides, stream), skip_special_tokens=True)
 
-def chat(m: OpenModel, messages: Sequence[dict], max_new_tokens: Optional[int] = None, seed: int = 0, **overrides) -> str:
-    "The assistant's reply to `messages` ([{'role': 'user', 'content': ...}, ...]), rendered by the folder's chat template as transformers renders it."
+def chat(m: OpenModel, messages: Sequence[dict], max_new_tokens: Optional[int] = None, seed: int = 0, stream: Optional[Callable[[str], None]] = None, **overrides) -> str:
+    "The assistant's reply to `messages` ([{'role': 'user', 'content': ...}, ...]), rendered by the folder's chat template as transformers renders it; `stream(piece)` gets it as it comes."
     ids = m.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    return m.tokenizer.decode(_continue(m, ids, max_new_tokens, seed, overrides), skip_special_tokens=True)
+    return m.tokenizer.decode(_continue(m, ids, max_new_tokens, seed, overrides, stream), skip_special_tokens=True)

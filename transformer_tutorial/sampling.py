@@ -7,7 +7,7 @@ __all__ = ['top_k_filter', 'top_p_filter', 'sample_next', 'gpt_decode_step', 'ge
 
 # %% ../nbs/17a_sampling.ipynb #9d817831
 import math
-from typing import Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 import torch
 from .validation import _check_positive_int
 from .embeddings import check_token_ids
@@ -98,8 +98,8 @@ def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache
 def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: Optional[int] = None,
              top_p: Optional[float] = None, generator: Optional[Union[int, torch.Generator]] = None, use_cache: bool = True,
              slide: bool = False, eos_id: Optional[Union[int, Sequence[int]]] = None, pad_id: Optional[int] = None,
-             repetition_penalty: float = 1.0) -> torch.Tensor:
-    "A GPT's continuation: the prompt ids (B, L) or (L,) and up to `max_new_tokens` sampled ids after it (`sample_next`; an int `generator` is a seed); past the context only if `slide`, reading the last `max_len` ids. A row ends at an id of `eos_id` (one or several) and is filled with `pad_id` (default: the first end id) until every row has ended, as `transformers`' `generate` does; `repetition_penalty` > 1 makes every id already in the row less likely, as in `transformers` (CTRL's penalty)."
+             repetition_penalty: float = 1.0, on_token: Optional[Callable[[torch.Tensor], None]] = None) -> torch.Tensor:
+    "A GPT's continuation: the prompt ids (B, L) or (L,) and up to `max_new_tokens` sampled ids after it (`sample_next`; an int `generator` is a seed); past the context only if `slide`, reading the last `max_len` ids. A row ends at an id of `eos_id` (one or several) and is filled with `pad_id` (default: the first end id) until every row has ended, as `transformers`' `generate` does; `repetition_penalty` > 1 makes every id already in the row less likely, as in `transformers` (CTRL's penalty); `on_token` is called with each step's ids (B,) as they come, to stream them."
     squeeze = prompt.dim() == 1
     prompt = prompt[None] if squeeze else prompt
     if prompt.dim() != 2 or prompt.size(1) == 0: raise ValueError(f"the prompt must be token ids shaped (B, L) with L >= 1, got {tuple(prompt.shape)}")
@@ -132,6 +132,7 @@ def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, 
         nxt = sample_next(logits, temperature, top_k, top_p, generator)                                # (B,)
         if ends: nxt = nxt.masked_fill(done, pad_id); done |= torch.isin(nxt, stop)
         ids = torch.cat([ids, nxt[:, None]], 1)
+        if on_token is not None: on_token(nxt)
         if i == max_new_tokens - 1 or done.all(): break
         if use_cache and ids.size(1) <= cfg.max_len: logits = gpt_decode_step(model, nxt[:, None], cache)[:, -1]
         else: logits = model(ids[:, -cfg.max_len:])[:, -1]   # no cache, or past the context: the window of the last max_len ids
