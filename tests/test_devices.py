@@ -116,7 +116,8 @@ def test_generation_and_the_language_model_on_another_device():
     from transformer_tutorial.shakespeare import ShakespeareTask
     torch.manual_seed(0)
     models = [GPT(83, 40, 16, 2, 1, 32).eval(),
-              GPT(83, 40, 16, 2, 1, 32, positions='rope', norm='rms', activation='swiglu', num_kv_heads=1, tie_embeddings=False).eval()]
+              GPT(83, 40, 16, 2, 1, 32, positions='rope', norm='rms', activation='swiglu', num_kv_heads=1, tie_embeddings=False).eval(),
+              GPT(83, 40, 16, 2, 2, 32, positions='rope', sliding_window=6, sliding_layers=[1]).eval()]   # a window the prompt and text pass
     prompt, task = torch.randint(0, 83, (2, 5)), ShakespeareTask(context=40)
     runs = lambda m: [generate(m, prompt, 20, temperature=t, generator=1, use_cache=c) for t in (0, 0.9) for c in (True, False)]
     for model in models:

@@ -74,11 +74,11 @@ def _cached_causal_attention(attn, y, cache, i, window=None):
     B, T, t = y.size(0), y.size(1), cache.length
     q = split_heads(attn.w_q(y), attn.num_heads)                                  # (B, H, T, d_head)
     k, v = split_heads(attn.w_k(y), attn.num_kv_heads), split_heads(attn.w_v(y), attn.num_kv_heads)  # (B, H_kv, T, d_head)
-    if getattr(attn, 'scheme', None) == 'rope':                                   # rotated to positions t..t+T-1
-        positions = torch.arange(t, t + T, device=y.device)
+    positions = torch.arange(t, t + T, device=y.device)                           # the new queries' positions t..t+T-1
+    if getattr(attn, 'scheme', None) == 'rope':                                   # rotated to those positions
         q, k = apply_rope(q, positions, attn.base, attn.scaling), apply_rope(k, positions, attn.base, attn.scaling)
     cache.keys[i, :, :, t:t + T], cache.values[i, :, :, t:t + T] = k, v           # into positions t..t+T-1
-    if window is not None and t + T > window: mask = window_mask(torch.arange(t, t + T, device=y.device), t + T, window)  # (T, t+T)
+    if window is not None and t + T > window: mask = window_mask(positions, t + T, window)  # (T, t+T): the band of the window
     else: mask = torch.ones(T, t + T, dtype=torch.bool, device=y.device).tril(t) if T > 1 else None  # query j (position t+j) reads 0..t+j
     return attn.attend(q, cache.keys[i, :, :, :t + T], cache.values[i, :, :, :t + T], mask, need_weights=False)[0]
 
