@@ -428,6 +428,8 @@ def test_scaled_rope_equals_transformers_from_a_folder_and_back(family, scaling,
     torch.manual_seed(0)
     theirs = MODEL[family](Config(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                                   num_key_value_heads=2, max_position_embeddings=256, rope_theta=10000.0, rope_scaling=dict(scaling))).eval()
+    with torch.no_grad():                                                       # norms, biases: off their initial 1 and 0
+        for p in theirs.parameters(): p.add_(0.1 * torch.randn_like(p))
     theirs.save_pretrained(tmp_path / 'hub')
     ours = LOAD[family](tmp_path / 'hub')
     assert ours.config.rope_scaling['rope_type'] == scaling.get('rope_type', scaling.get('type'))
@@ -514,7 +516,10 @@ def test_a_folder_read_and_written_back_keeps_its_ids_keys_generation_config_and
     "Qwen2.5-0.5B's published config at two blocks, in bfloat16 as published, with a generation_config.json: to_qwen2 writes back the end and start ids, max_window_layers and sliding_window, the generation settings and the dtype."
     torch.manual_seed(0)
     shrink = dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000)
-    theirs = Qwen2ForCausalLM(Qwen2Config(**{**QWEN25_05B, **shrink})).to(torch.bfloat16).eval()
+    theirs = Qwen2ForCausalLM(Qwen2Config(**{**QWEN25_05B, **shrink})).eval()
+    with torch.no_grad():
+        for p in theirs.parameters(): p.add_(0.05 * torch.randn_like(p))
+    theirs = theirs.to(torch.bfloat16)
     theirs.save_pretrained(tmp_path / 'hub')
     generation = {'bos_token_id': 151643, 'do_sample': True, 'eos_token_id': [151645, 151643], 'pad_token_id': 151643, 'repetition_penalty': 1.1,
                   'temperature': 0.7, 'top_k': 20, 'top_p': 0.8}

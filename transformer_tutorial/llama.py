@@ -280,8 +280,8 @@ def _continue(m: OpenModel, ids: List[int], max_new_tokens, seed, overrides, str
     s = {**m.settings, **{k: v for k, v in overrides.items() if v is not None}}
     room = m.model.config.max_len - len(ids)
     if room < 1: raise ValueError(f"the prompt has {len(ids)} tokens, and the model reads at most max_len={m.model.config.max_len}")
-    n = min(max_new_tokens or s.pop('max_new_tokens', None) or 256, room)
-    s.pop('max_new_tokens', None)
+    folder_max = s.pop('max_new_tokens', None)
+    n = min(max_new_tokens or folder_max or 256, room)
     device = next(m.model.parameters()).device
     on_token, shown = _streamer(m.tokenizer, stream) if stream else (None, None)
     out = generate(m.model, torch.tensor([ids], device=device), n, generator=seed, on_token=on_token, **s)[0, len(ids):].tolist()
