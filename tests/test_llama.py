@@ -548,3 +548,20 @@ def test_save_pretrained_and_from_pretrained_keep_bfloat16_unless_asked():
         assert from_pretrained(folder).embed.weight.dtype == torch.bfloat16
         assert from_pretrained(folder, dtype=torch.float32).embed.weight.dtype == torch.float32
         assert torch.equal(from_pretrained(folder).embed.weight, model.embed.weight)
+
+
+def test_generation_settings_of_qwen25_instructs_published_file(tmp_path):
+    "Qwen2.5-0.5B-Instruct's generation_config.json with every key it carries (written out by hand), beside its config.json: the settings generate takes, and what transformers reads from the same file."
+    from transformers import GenerationConfig
+    from transformer_tutorial.llama import generation_settings
+    published = {"bos_token_id": 151643, "pad_token_id": 151643, "do_sample": True, "eos_token_id": [151645, 151643], "repetition_penalty": 1.1,
+                 "temperature": 0.7, "top_p": 0.8, "top_k": 20, "transformers_version": "4.37.0"}
+    (tmp_path / 'config.json').write_text(json.dumps(QWEN25_05B))
+    (tmp_path / 'generation_config.json').write_text(json.dumps(published))
+    theirs = GenerationConfig.from_pretrained(tmp_path)
+    assert generation_settings(tmp_path) == {'eos_id': theirs.eos_token_id, 'pad_id': theirs.pad_token_id, 'temperature': theirs.temperature,
+                                             'top_k': theirs.top_k, 'top_p': theirs.top_p, 'repetition_penalty': theirs.repetition_penalty,
+                                             'max_new_tokens': None}
+    (tmp_path / 'generation_config.json').unlink()                        # no file: greedy, config.json's end id
+    assert generation_settings(tmp_path) == {'eos_id': 151643, 'pad_id': None, 'temperature': 0.0, 'top_k': None, 'top_p': None,
+                                             'repetition_penalty': 1.0, 'max_new_tokens': None}
