@@ -4,6 +4,7 @@
 # gpu-logs/). Parts, in the order to run them when time is short:
 #   env         the device, driver, CUDA, torch, triton and transformers versions
 #   copy        synchronizations per step, the step variants, the copy task over 8 seeds (graphed, float32, eager), the CLI
+#   generation  tokens/s of the course's GPT against transformers' generate at SmolLM2-135M's size, bf16 and float32
 #   tests       the test files that run on the GPU where there is one (Triton kernels, devices, CUDA graphs, sampling)
 #   triton      chapter 19a's kernels: errors by dtype and mask, attention's time and memory against length
 #   step        the base-size step against torch.nn.Transformer, bf16 autocast, eager
@@ -12,7 +13,7 @@
 #   shakespeare the larger GPT trained for 180 s, scored with full context, sampled (in the background: see notebooks)
 #   notebooks   every notebook run on the GPU by tools/run_notebooks.py (needs nbclient, ipykernel and altair: with a
 #               folder .whl of wheels, they are installed into /tmp/site first); waits for a background shakespeare
-# Usage: bash benchmarks/gpu.sh env copy tests triton step tune compile
+# Usage: bash benchmarks/gpu.sh env generation copy tests triton step tune compile
 #        bash benchmarks/gpu.sh shakespeare notebooks
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,10 @@ copy) part copy
     mkdir -p /tmp/bin && printf '#!/bin/sh\nexec %s -m transformer_tutorial.cli "$@"\n' "$PY" > /tmp/bin/transformer-tutorial && chmod +x /tmp/bin/transformer-tutorial
     PATH=/tmp/bin:$PATH $PY benchmarks/speed.py cli --seeds 0 1 2
   } 2>&1 | log copy ;;
+generation) part generation
+  { $PY benchmarks/generation.py --device cuda --dtype bfloat16 --rounds 5
+    $PY benchmarks/generation.py --device cuda --dtype float32 --rounds 3
+  } 2>&1 | log generation ;;
 tests) part tests
   $PY -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_flash_triton.py tests/test_flash.py tests/test_devices.py 2>&1 | tail -40 | log tests ;;
 triton) part triton

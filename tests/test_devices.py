@@ -146,7 +146,7 @@ MUTATIONS = [
     (sampling.generate, 'ids = prompt.to(next(model.parameters()).device)', 'ids = prompt', test_generation_and_the_language_model_on_another_device),
     (sampling.generate, 'out = ids.to(prompt.device)', 'out = ids', test_generation_and_the_language_model_on_another_device),
     (sampling._cached_causal_attention, 'dtype=torch.bool, device=y.device)', 'dtype=torch.bool)', test_generation_and_the_language_model_on_another_device),
-    (sampling._cached_causal_attention, 'torch.arange(t, t + T, device=y.device)', 'torch.arange(t, t + T)', test_generation_and_the_language_model_on_another_device),
+    (sampling.gpt_decode_step, 'torch.arange(t, t + tokens.size(1), device=x.device)', 'torch.arange(t, t + tokens.size(1))', test_generation_and_the_language_model_on_another_device),
     (sampling.sample_next, '[:, 0].to(logits.device)', '[:, 0]', test_generation_and_the_language_model_on_another_device),
     (shakespeare.ShakespeareTask.evaluate, 'model(x.to(device))', 'model(x)', test_generation_and_the_language_model_on_another_device),
     (training.record_attention, 'output[1].detach().cpu()', 'output[1].detach()', test_evaluate_and_record_attention_on_another_device),

@@ -13,6 +13,8 @@ from torch import nn
 from .attention import scaled_dot_product_attention
 from .validation import _check_mask, _check_positive_int
 
+_SDPA_GROUPS = tuple(int(n) for n in torch.__version__.split('+')[0].split('.')[:2]) >= (2, 5)  # enable_gqa, from PyTorch 2.5
+
 # %% ../nbs/03_multi_head_attention.ipynb #6f071324
 def _check_heads(d_model, num_heads):
     "Raise a clear error unless `num_heads` is a positive integer that divides `d_model`."
@@ -86,12 +88,15 @@ class MultiHeadAttention(nn.Module):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor] = None,
                need_weights: bool = True) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         "The rest of the pass, from heads: queries (B, H, Lq, d_head), keys and values (B, H_kv, Lk, d_head); returns (output (B, Lq, d_model), weights or None)."
-        k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)  # (B, H, Lk, d_head)
         if need_weights:  # teaching path: the (Lq, Lk) weights are computed, kept and returned
+            k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)  # (B, H, Lk, d_head)
             out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         else:             # production path: PyTorch's fused kernel, same mask convention, no weights kept
             p = self.dropout.p if self.training else 0.0
-            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p), None
+            if mask is None and _SDPA_GROUPS and k.size(1) != q.size(1):      # the kernel shares each key/value head itself: no copies
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, enable_gqa=True)
+            else: out = F.scaled_dot_product_attention(q, repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads), attn_mask=mask, dropout_p=p)
+            weights = None
             if mask is not None:  # a query that may attend to nothing gets 0 on every backend (some give NaN)
                 out = out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
         return self.w_o(merge_heads(out)), weights  # (B, Lq, d_model), (B, H, Lq, Lk) or None

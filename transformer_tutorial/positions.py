@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['ROPE_SCALINGS', 'SCHEMES', 'LearnedPositionalEmbedding', 'relative_positions', 'ShawRelativePositions',
-           'relative_attention', 'rope_attention_factor', 'rope_frequencies', 'apply_rope', 'rope_permutation',
-           'alibi_slopes', 'alibi_bias', 'PositionalSelfAttention', 'PositionLM', 'position_model', 'copy_sequences',
-           'train_position_model', 'length_accuracy']
+           'relative_attention', 'rope_attention_factor', 'rope_frequencies', 'apply_rope', 'rope_rotation',
+           'rotate_pairs', 'rope_permutation', 'alibi_slopes', 'alibi_bias', 'PositionalSelfAttention', 'PositionLM',
+           'position_model', 'copy_sequences', 'train_position_model', 'length_accuracy']
 
 # %% ../nbs/09b_positions.ipynb #7efd2ed4
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -151,11 +151,19 @@ def apply_rope(x: torch.Tensor, positions: Optional[torch.Tensor] = None, base: 
     batched = positions.dim() == 2 and x.dim() >= 3 and tuple(positions.shape) == (x.size(0), L)
     if tuple(positions.shape) != (L,) and not batched:
         raise ValueError(f"positions must be shaped (L,) = ({L},) or (B, L) = ({x.size(0)}, {L}) for x shaped {tuple(x.shape)}, got {tuple(positions.shape)}")
-    work = torch.float64 if x.dtype == torch.float64 else torch.float32                     # angles in at least float32
-    angle = positions.to(work)[..., None] * rope_frequencies(d, base, work, x.device, scaling)  # (L, d/2) or (B, L, d/2): m θ_i
-    if batched: angle = angle.view(x.size(0), *[1] * (x.dim() - 3), L, d // 2)            # (B, 1, .., L, d/2): each sequence's own
+    return rotate_pairs(x, *rope_rotation(positions.to(x.device), d, base, scaling, x.dtype))
+
+def rope_rotation(positions: torch.Tensor, d_head: int, base: float = 10000.0, scaling: Optional[dict] = None,
+                  dtype: torch.dtype = torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
+    "cos and sin (in `dtype`) of the angles m·θ_i for `positions` (L,) or (B, L): (L, d_head/2) or (B, L, d_head/2), YaRN's factor included; one pair serves every head and layer that shares base and scaling."
+    work = torch.float64 if dtype == torch.float64 else torch.float32                       # angles in at least float32
+    angle = positions.to(work)[..., None] * rope_frequencies(d_head, base, work, positions.device, scaling)  # m θ_i
     f = rope_attention_factor(scaling)                                                      # 1 but under YaRN
-    cos, sin = (angle.cos() * f).to(x.dtype), (angle.sin() * f).to(x.dtype)
+    return (angle.cos() * f).to(dtype), (angle.sin() * f).to(dtype)
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    "x (..., L, d) with each feature pair (x_2i, x_2i+1) turned by the angle whose `cos` and `sin` are given: (L, d/2), or (B, L, d/2) for x (B, ..., L, d)."
+    if cos.dim() == 3: cos, sin = (c.view(c.size(0), *[1] * (x.dim() - 3), *c.shape[1:]) for c in (cos, sin))  # (B, 1, .., L, d/2)
     x_even, x_odd = x[..., 0::2], x[..., 1::2]                                              # (..., L, d/2) each
     rotated = torch.stack([x_even * cos - x_odd * sin, x_even * sin + x_odd * cos], dim=-1)  # (..., L, d/2, 2)
     return rotated.flatten(-2)                                                              # (..., L, d), pairs back in place
@@ -208,7 +216,12 @@ class PositionalSelfAttention(MultiHeadAttention):
         q = split_heads(self.w_q(query), self.num_heads)     # (B, H, L, d_head)
         k = split_heads(self.w_k(key), self.num_kv_heads)    # (B, H_kv, L, d_head)
         v = split_heads(self.w_v(value), self.num_kv_heads)  # (B, H_kv, L, d_head)
-        if self.scheme == 'rope': q, k = apply_rope(q, positions, self.base, self.scaling), apply_rope(k, positions, self.base, self.scaling)  # rotated; values untouched
+        if self.scheme == 'rope':                            # q and k rotated, by angles computed once; values untouched
+            if positions is None: positions = torch.arange(L, device=q.device)
+            elif tuple(positions.shape) not in ((L,), (B, L)):
+                raise ValueError(f"positions must be shaped (L,) = ({L},) or (B, L) = ({B}, {L}), got {tuple(positions.shape)}")
+            rotation = rope_rotation(positions.to(q.device), self.d_head, self.base, self.scaling, q.dtype)
+            q, k = rotate_pairs(q, *rotation), rotate_pairs(k, *rotation)
         if self.scheme not in ('shaw', 'alibi'): return self.attend(q, k, v, mask, need_weights)  # chapter 3's: fused unless weights are asked for
         bias = rel_key = rel_value = None
         if self.scheme == 'alibi': bias = alibi_bias(self.num_heads, L, q.dtype, q.device)  # (H, L, L)

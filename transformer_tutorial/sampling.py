@@ -12,7 +12,7 @@ import torch
 from .validation import _check_positive_int
 from .embeddings import check_token_ids
 from .positional import PositionalEncoding
-from .positions import LearnedPositionalEmbedding, apply_rope
+from .positions import LearnedPositionalEmbedding, rope_rotation, rotate_pairs
 from .multi_head import split_heads
 from .decoding import KVCache
 from .gpt import window_mask
@@ -69,14 +69,15 @@ def _inputs_at(model, tokens, start):
     if isinstance(pos, PositionalEncoding): return pos.dropout(x + pos.pe[start:stop])
     return pos(x)                                                            # RoPE's model: the dropout alone
 
-def _cached_causal_attention(attn, y, cache, i, window=None):
-    "Self-attention of new positions `y` (B, T, d_model): their keys and values join layer `i`'s cache, each query reads the cache up to itself (with a `window`, only its last `window` positions)."
+def _cached_causal_attention(attn, y, cache, i, positions, rotations, window=None):
+    "Self-attention of new `positions` `y` (B, T, d_model): their keys and values join layer `i`'s cache, each query reads the cache up to itself (with a `window`, only its last `window` positions); `rotations` keeps RoPE's cos and sin for the step, computed by the first layer that needs them."
     B, T, t = y.size(0), y.size(1), cache.length
     q = split_heads(attn.w_q(y), attn.num_heads)                                  # (B, H, T, d_head)
     k, v = split_heads(attn.w_k(y), attn.num_kv_heads), split_heads(attn.w_v(y), attn.num_kv_heads)  # (B, H_kv, T, d_head)
-    positions = torch.arange(t, t + T, device=y.device)                           # the new queries' positions t..t+T-1
     if getattr(attn, 'scheme', None) == 'rope':                                   # rotated to those positions
-        q, k = apply_rope(q, positions, attn.base, attn.scaling), apply_rope(k, positions, attn.base, attn.scaling)
+        key = (attn.base, repr(attn.scaling), q.dtype)
+        if key not in rotations: rotations[key] = rope_rotation(positions, attn.d_head, attn.base, attn.scaling, q.dtype)
+        q, k = rotate_pairs(q, *rotations[key]), rotate_pairs(k, *rotations[key])
     cache.keys[i, :, :, t:t + T], cache.values[i, :, :, t:t + T] = k, v           # into positions t..t+T-1
     if window is not None and t + T > window: mask = window_mask(positions, t + T, window)  # (T, t+T): the band of the window
     else: mask = torch.ones(T, t + T, dtype=torch.bool, device=y.device).tril(t) if T > 1 else None  # query j (position t+j) reads 0..t+j
@@ -86,9 +87,10 @@ def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache
     "Logits (B, T, V) of a GPT's new tokens (B, T) at the next T positions, reading and extending `cache`: the whole prompt, or one token."
     t = cache.length
     x = _inputs_at(model, tokens, t)                                              # (B, T, d_model)
+    positions, rotations = torch.arange(t, t + tokens.size(1), device=x.device), {}   # the new positions t..t+T-1
     for i, layer in enumerate(model.layers):  # EncoderLayer.forward, its self-attention reading the cache
         window = model.windows[i] if hasattr(model, 'windows') else None
-        x = layer.sublayers[0](x, lambda y: _cached_causal_attention(layer.self_attn, y, cache, i, window))
+        x = layer.sublayers[0](x, lambda y: _cached_causal_attention(layer.self_attn, y, cache, i, positions, rotations, window))
         x = layer.sublayers[1](x, layer.feed_forward)
     cache.length += tokens.size(1)
     return model.head(model.norm(x))                                              # (B, T, V)
@@ -133,7 +135,7 @@ def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, 
         if ends: nxt = nxt.masked_fill(done, pad_id); done |= torch.isin(nxt, stop)
         ids = torch.cat([ids, nxt[:, None]], 1)
         if on_token is not None: on_token(nxt)
-        if i == max_new_tokens - 1 or done.all(): break
+        if i == max_new_tokens - 1 or (ends and done.all()): break                                    # asked only with end ids: a wait on a GPU
         if use_cache and ids.size(1) <= cfg.max_len: logits = gpt_decode_step(model, nxt[:, None], cache)[:, -1]
         else: logits = model(ids[:, -cfg.max_len:])[:, -1]   # no cache, or past the context: the window of the last max_len ids
     out = ids.to(prompt.device)

@@ -331,9 +331,13 @@ def _keys_padded(x, block):
 
 _CANNOT_RUN = 'raised RuntimeError: the kernel cannot run here: '   # how exercise 8's launcher refuses, through _call
 
+def _on_cpu(out):
+    "A launcher's output brought back to the CPU, where the check's references are (anything else as it is, for the check to name)."
+    return out.cpu() if isinstance(out, torch.Tensor) else out
+
 @_keeps_rng
 def check_triton_tiled_attention(fn: Callable) -> None:
-    "Check `fn(q, k, v, causal, block)`, the launcher of exercise 8's Triton kernel: softmax(Q Kᵀ / √d) V (B, H, Lq, d_v), `causal` as in `check_tiled_attention`, for blocks Triton takes (16, 32), lengths not a multiple of the block, Lq < Lk and Lq > Lk, d_v != d_k, scores in the hundreds, float16 kept; where Triton is not installed, or the launcher says that its kernel cannot run here, it returns a notice that it skipped, which the batch grader gives no point."
+    "Check `fn(q, k, v, causal, block)`, the launcher of exercise 8's Triton kernel: softmax(Q Kᵀ / √d) V (B, H, Lq, d_v), `causal` as in `check_tiled_attention`, for blocks Triton takes (16, 32), lengths not a multiple of the block, Lq < Lk and Lq > Lk, d_v != d_k, scores in the hundreds, float16 kept, the inputs on the GPU where there is one; where Triton is not installed, or the launcher says that its kernel cannot run here, it returns a notice that it skipped, which the batch grader gives no point."
     name, n = 'triton_tiled_attention', 0
     if importlib.util.find_spec('triton') is None:
         return _Skipped(f"{name}: skipped, Triton is not installed here (pip install triton; Colab has it on GPU runtimes)")
@@ -341,10 +345,12 @@ def check_triton_tiled_attention(fn: Callable) -> None:
         _fail(name, "got a @triton.jit function, which runs only inside a kernel: pass the launcher, "
                     "check_triton_tiled_attention(triton_tiled_attention), which runs your tile update in its kernel")
     cases = [((2, 2, 20, 16), 27, False, 16), ((1, 2, 37, 8), 37, True, 16), ((1, 1, 40, 16), 23, True, 32), ((1, 1, 9, 16), 5, False, 32)]
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'       # where Triton runs: the GPU if there is one, else its interpreter
+    run = lambda q, k, v, causal, block: _on_cpu(_call(name, fn, q.to(device), k.to(device), v.to(device), causal, block))
     for (B, H, Lq, d), Lk, causal, block in cases:
         q, k, v = _randn(B, H, Lq, d, seed=105), _randn(B, H, Lk, d, seed=106), _randn(B, H, Lk, d + 2, seed=107)  # d_v != d_k
         what = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, causal={causal}, block={block}"
-        try: out = _call(name, fn, q, k, v, causal, block)
+        try: out = run(q, k, v, causal, block)
         except AssertionError as e:   # the launcher's own refusal (no GPU and no working interpreter): a notice, not a verdict
             if _CANNOT_RUN not in str(e): raise
             return _Skipped(f"{name}: skipped, the kernel cannot run here: " + str(e).split(_CANNOT_RUN, 1)[1].rsplit(' (called with', 1)[0])
@@ -363,13 +369,13 @@ def check_triton_tiled_attention(fn: Callable) -> None:
                    "unless given input_precision='ieee'")
         _fail(name, f"{msg or 'wrong values'} ({what}; max error {_maxerr(out, ref):.3g})")
     q, k, v = (30 * _randn(1, 1, 24, 16, seed=s) for s in (108, 109, 110))  # scores in the hundreds: exp overflows without the running maximum
-    out, ref = _call(name, fn, q, k, v, False, 16), _reference_attention(q, k, v, False)
+    out, ref = run(q, k, v, False, 16), _reference_attention(q, k, v, False)
     if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
         _fail(name, "NaN or inf for scores in the hundreds: subtract the running maximum before exp")
     if not _close(out, ref, atol=1e-4): _fail(name, f"wrong for scores in the hundreds (max error {_maxerr(out, ref):.3g})")
     n += 1
     q, k, v = (_randn(1, 2, 20, 16, seed=s).half() for s in (111, 112, 113))
-    out, ref = _call(name, fn, q, k, v, True, 16), _reference_attention(q.float(), k.float(), v.float(), True)
+    out, ref = run(q, k, v, True, 16), _reference_attention(q.float(), k.float(), v.float(), True)
     if not isinstance(out, torch.Tensor) or out.dtype != torch.float16:
         _fail(name, f"returned {getattr(out, 'dtype', type(out).__name__)} for float16 inputs: store the output in the inputs' dtype")
     if not _close(out, ref, atol=2e-3, rtol=1e-2): _fail(name, f"wrong for float16 inputs (max error {_maxerr(out, ref):.3g})")
