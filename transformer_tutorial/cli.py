@@ -91,7 +91,7 @@ def _parser():
     which = g.add_mutually_exclusive_group(required=True)
     which.add_argument('--checkpoint', help='a model folder written by `train --task shakespeare`')
     which.add_argument('--model', help='a Llama, Qwen2 or Mistral folder as the Hub serves it (config.json, safetensors, tokenizer.json), or its '
-                       'Hub id; its generation_config.json gives the settings the options below do not')
+                       'Hub id; its generation_config.json gives the settings the options below do not; or a Llama GGUF file (FILE.gguf)')
     g.add_argument('--prompt', required=True, help='the text to continue, e.g. "ROMEO:"')
     g.add_argument('--max-new-tokens', type=_positive_int, default=None, metavar='N', help='tokens to add (characters, or subwords) '
                    "(default: as many as the model's context holds after the prompt; --model: the folder's, or 256)")
@@ -99,7 +99,7 @@ def _parser():
                    "token predicted from the last context-many tokens (the default; --no-slide stops at the context instead)")
     h = sub.add_parser('chat', help="talk with an instruction-tuned open model's folder, through its chat template")
     h.add_argument('--model', required=True, help='a Llama, Qwen2 or Mistral folder as the Hub serves it, with the chat template in its '
-                   'tokenizer_config.json (or chat_template.jinja), or its Hub id')
+                   'tokenizer_config.json (or chat_template.jinja), or its Hub id; or a Llama GGUF file (FILE.gguf)')
     h.add_argument('--system', default=None, help='a system message to start the conversation with')
     h.add_argument('--message', default=None, help='one message: print the reply and stop (default: read a message per line from '
                    'the standard input until it ends)')
@@ -288,8 +288,12 @@ def _flagged(e: Exception) -> UsageError:
 def _open_model(args):
     "The open model of --model, or a UsageError saying why its folder cannot be run."
     from transformer_tutorial.llama import load_open_model
-    try: return load_open_model(args.model)
-    except (ValueError, FileNotFoundError) as e: raise UsageError(str(e)) from None
+    try:
+        if str(args.model).endswith('.gguf'):                             # one llama.cpp file: chapter 17d
+            from transformer_tutorial.gguf import load_gguf
+            return load_gguf(args.model)
+        return load_open_model(args.model)
+    except (ValueError, FileNotFoundError, ImportError) as e: raise UsageError(str(e)) from None
 
 def _sampling(args) -> dict:
     return dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)

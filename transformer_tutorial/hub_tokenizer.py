@@ -184,10 +184,8 @@ class _HubBPE:
         self.unk = model.get('unk_token')
         if self.unk is not None and self.unk not in vocab: raise ValueError(f"{where}: the unk_token {self.unk!r} is not in the vocabulary")
         self.unk_id = vocab.get(self.unk)
-        if byte_level:
-            missing = [b for b in range(256) if _BYTE_CHAR[b] not in vocab]
-            if missing: raise ValueError(f"{where}: a byte-level vocabulary needs all 256 bytes; it lacks byte {missing[0]} ({_BYTE_CHAR[missing[0]]!r})")
-            self.byte_ids = [vocab[_BYTE_CHAR[b]] for b in range(256)]
+        if byte_level:   # a byte the vocabulary lacks (SmolLM2 lacks 21, bytes no UTF-8 text holds among them) is the unknown token, or dropped
+            self.byte_ids = [vocab.get(_BYTE_CHAR[b], self.unk_id) for b in range(256)]
         # SentencePiece-style files merge inside one long piece (pre_tokenizer null). When no merged token holds a '▁' after another
         # character, no merge crosses the place before a word's '▁': cutting there gives the same ids, and words repeat, so they cache
         self._words = None
@@ -197,7 +195,7 @@ class _HubBPE:
 
     def _symbols(self, piece: str) -> List[int]:
         "The ids a piece starts from: its bytes (byte-level), or its characters, an unknown one as its bytes' <0xNN> tokens (byte fallback) or else the unknown token (one for a run, with fuse_unk)."
-        if self.byte_level: return [self.byte_ids[b] for b in piece.encode('utf-8')]
+        if self.byte_level: return [i for i in (self.byte_ids[b] for b in piece.encode('utf-8')) if i is not None]
         out, was_unk = [], False
         for c in piece:
             i = self.token_ids.get(c)
