@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from transformer_tutorial.gpt import GPT, GPTConfig, gpt_parameter_count, gpt_flops_per_token
-from transformer_tutorial.llama import LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_mistral, from_qwen2, to_llama, to_mistral, to_qwen2, _llama_names
+from transformer_tutorial.llama import LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_mistral, from_qwen2, from_qwen3, to_llama, to_mistral, to_qwen2, to_qwen3, _llama_names
 from transformer_tutorial.sampling import generate, gpt_decode_step
 from transformer_tutorial.decoding import KVCache
 from transformer_tutorial.training import record_attention
 from transformer_tutorial.model_files import ModelFileError
 
 transformers = pytest.importorskip('transformers')  # a test dependency (settings.ini dev_requirements), never a runtime one
-from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 SIZES = [  # family, width, heads, key/value heads, blocks, feed-forward, theta, eps, tied, extra config
     ('llama', 48, 6, 2, 3, 80, 5000.0, 1e-5, False, {}),
@@ -57,9 +57,10 @@ def float64_internals(model, theta):
     return model
 
 
-LOAD = {'llama': from_llama, 'qwen2': from_qwen2, 'mistral': from_mistral}
-WRITE = {'llama': to_llama, 'qwen2': to_qwen2, 'mistral': to_mistral}
-MODEL = {'llama': LlamaForCausalLM, 'qwen2': Qwen2ForCausalLM, 'mistral': MistralForCausalLM}
+LOAD = {'llama': from_llama, 'qwen2': from_qwen2, 'mistral': from_mistral, 'qwen3': from_qwen3}
+WRITE = {'llama': to_llama, 'qwen2': to_qwen2, 'mistral': to_mistral, 'qwen3': to_qwen3}
+MODEL = {'llama': LlamaForCausalLM, 'qwen2': Qwen2ForCausalLM, 'mistral': MistralForCausalLM, 'qwen3': Qwen3ForCausalLM}
+CONFIG = {'llama': LlamaConfig, 'qwen2': Qwen2Config, 'mistral': MistralConfig, 'qwen3': Qwen3Config}
 IDX = torch.randint(0, 97, (3, 64), generator=torch.Generator().manual_seed(1))
 
 
@@ -174,16 +175,16 @@ def test_llama_config_reads_both_spellings_of_rope_and_refuses_what_it_cannot_co
              ({'rope_scaling': {'type': 'linear', 'factor': -2.0}}, "RoPE scaling factor must be positive, got -2.0"),
              ({'rope_scaling': {'type': 'linear', 'factor': 2.0, 'partial_rotary_factor': 0.5}}, "partial_rotary_factor=0.5: the course rotates every feature pair"),
              ({'hidden_act': 'gelu'}, "hidden_act='gelu': the course's SwiGLU gates with SiLU"),
-             ({'head_dim': 16}, r"head_dim=16 differs from hidden_size / num_attention_heads = 8"),
              ({'pretraining_tp': 2}, "pretraining_tp=2"),
              ({'model_type': 'mistral'}, "describes a 'mistral' model; from_llama reads Llama"),
              ({'model_type': 'qwen2'}, "describes a 'qwen2' model; from_llama reads Llama .*; from_qwen2 reads that one"),
-             ({'num_attention_heads': 5}, r"d_model \(48\) must be divisible by num_heads \(5\)"),
+             ({'num_attention_heads': 5}, r"hidden_size=48 is not a multiple of num_attention_heads=5, and the config gives no head_dim"),
              ({'num_key_value_heads': 4}, r"num_kv_heads \(4\) must divide num_heads \(6\)"),
              ({'hidden_size': 30}, "RoPE rotates pairs of features, so d_head must be even, got 5")]
     for change, message in cases:
         with pytest.raises(ValueError, match=message): GPT.from_config(llama_config({**base, **change}))
     with pytest.raises(ValueError, match="lacks hidden_size"): llama_config({k: v for k, v in base.items() if k != 'hidden_size'})
+    assert llama_config({**base, 'head_dim': 16}).head_dim == 16 and llama_config({**base, 'head_dim': 8}).head_dim is None   # 8: the even split
     qwen = {**base, 'model_type': 'qwen2'}
     assert llama_config({**qwen, 'use_sliding_window': True, 'max_window_layers': 0, 'sliding_window': 16}, 'qwen2').sliding_window == 16
     assert llama_config({**qwen, 'layer_types': ['sliding_attention'], 'sliding_window': 16}, 'qwen2').sliding_layers is None   # every layer
@@ -268,6 +269,12 @@ DEEPSEEK_CODER_13B = {"architectures": ["LlamaForCausalLM"], "bos_token_id": 320
                       "num_attention_heads": 16, "num_hidden_layers": 24, "num_key_value_heads": 16, "pretraining_tp": 1, "rms_norm_eps": 1e-06,
                       "rope_scaling": {"factor": 4.0, "type": "linear"}, "rope_theta": 100000, "tie_word_embeddings": False,
                       "torch_dtype": "bfloat16", "transformers_version": "4.33.1", "use_cache": True, "vocab_size": 32256}
+QWEN3_06B = {"architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645,
+             "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+             "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3", "num_attention_heads": 16,
+             "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000,
+             "sliding_window": None, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+             "use_cache": True, "use_sliding_window": False, "vocab_size": 151936}   # head_dim 128 with 16 heads: queries 2048 wide, the width 1024
 QWEN25_05B_YARN = {**QWEN25_05B, "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}}  # the block Qwen2.5's model cards give for long texts
 
 
@@ -285,13 +292,15 @@ def test_published_configs_give_the_published_parameter_counts_and_llama_3_2s_sc
                                             ('Qwen2.5-0.5B', QWEN25_05B, dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000)),
                                             ('Llama-3.2-1B', LLAMA32_1B, dict(num_hidden_layers=2, vocab_size=1000)),   # llama3 scaling
                                             ('deepseek-coder-1.3b', DEEPSEEK_CODER_13B, dict(num_hidden_layers=2, vocab_size=1000)),  # linear
-                                            ('Qwen2.5-0.5B with YaRN', QWEN25_05B_YARN, dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000))])
+                                            ('Qwen2.5-0.5B with YaRN', QWEN25_05B_YARN, dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000)),
+                                            ('Qwen3-0.6B', QWEN3_06B, dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000)),   # q/k norms, head_dim 128
+                                            ('Qwen3-0.6B, heads shrunk', QWEN3_06B, dict(num_hidden_layers=2, vocab_size=1000, hidden_size=96, head_dim=32,
+                                                                                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=160))])
 def test_published_configs_at_two_blocks_equal_transformers_with_and_without_the_cache(name, hf, shrink, tmp_path):
     "The published width, heads, key/value heads, RoPE base and epsilon; two blocks (and for Qwen2.5 a smaller vocabulary) to stay quick."
     family = hf['model_type']
-    Config = LlamaConfig if family == 'llama' else Qwen2Config
     torch.manual_seed(0)
-    theirs = MODEL[family](Config(**{**hf, **shrink, 'torch_dtype': 'float32'})).float().eval()
+    theirs = MODEL[family](CONFIG[family](**{**hf, **shrink, 'torch_dtype': 'float32'})).float().eval()
     with torch.no_grad():
         for p in theirs.parameters(): p.add_(0.05 * torch.randn_like(p))
     (tmp_path / 'config.json').write_text(json.dumps({**hf, **shrink}))                        # the published file, two blocks
@@ -424,9 +433,8 @@ SCALINGS = [('llama', {'rope_type': 'llama3', 'factor': 8.0, 'low_freq_factor': 
 @pytest.mark.parametrize('family, scaling', SCALINGS, ids=lambda v: v if isinstance(v, str) else '-'.join(f'{k}={x}' for k, x in v.items() if k != 'original_max_position_embeddings'))
 def test_scaled_rope_equals_transformers_from_a_folder_and_back(family, scaling, tmp_path):
     "Each scaling with its ramp's three regions inside d_head = 16 (wavelengths 6 to 20000 tokens against contexts of 32 to 64), 120 tokens past the context trained on; the folder transformers writes, and the folder the course writes back."
-    Config = LlamaConfig if family == 'llama' else Qwen2Config
     torch.manual_seed(0)
-    theirs = MODEL[family](Config(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    theirs = MODEL[family](CONFIG[family](vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                                   num_key_value_heads=2, max_position_embeddings=256, rope_theta=10000.0, rope_scaling=dict(scaling))).eval()
     with torch.no_grad():                                                       # norms, biases: off their initial 1 and 0
         for p in theirs.parameters(): p.add_(0.1 * torch.randn_like(p))
@@ -565,3 +573,59 @@ def test_generation_settings_of_qwen25_instructs_published_file(tmp_path):
     (tmp_path / 'generation_config.json').unlink()                        # no file: greedy, config.json's end id
     assert generation_settings(tmp_path) == {'eos_id': 151643, 'pad_id': None, 'temperature': 0.0, 'top_k': None, 'top_p': None,
                                              'repetition_penalty': 1.0, 'max_new_tokens': None}
+
+
+def test_qwen3s_published_config_gives_its_published_size_and_transformers_count():
+    "Qwen3-0.6B: 0.6B parameters, 0.44B without the embedding (its model card), and exactly what transformers builds."
+    ours = llama_config(QWEN3_06B, 'qwen3')
+    assert (ours.head_dim, ours.qk_norm, ours.num_kv_heads, ours.qkv_bias, ours.out_bias) == (128, True, 8, False, False)
+    with torch.device('meta'): theirs = Qwen3ForCausalLM(Qwen3Config(**QWEN3_06B))
+    n = gpt_parameter_count(ours)
+    assert n == sum(p.numel() for p in theirs.parameters()) == 596_049_920
+    assert round((n - 151936 * 1024) / 1e9, 2) == 0.44
+    with torch.device('meta'): model = GPT.from_config(ours)
+    assert sum(p.numel() for p in model.parameters()) == n
+
+
+@pytest.mark.parametrize('block', [dict(), dict(tie_embeddings=True, qkv_bias=True, out_bias=True)])
+def test_a_qwen3_written_by_the_course_loads_in_transformers_with_equal_logits(block, tmp_path):
+    torch.manual_seed(4)
+    ours = GPT(97, 64, 48, 4, 2, 80, num_kv_heads=2, head_dim=16, qk_norm=True, **{**LLAMA_BLOCK, **block}).eval()
+    with torch.no_grad():
+        for p in ours.parameters(): p.add_(0.1 * torch.randn_like(p))
+    to_qwen3(ours, tmp_path)
+    theirs = Qwen3ForCausalLM.from_pretrained(tmp_path).eval()
+    assert theirs.config.head_dim == 16 and theirs.model.layers[0].self_attn.q_proj.weight.shape == (64, 48)
+    with torch.no_grad():
+        assert (theirs(IDX).logits - ours(IDX)).abs().max() < 1e-5
+        assert torch.equal(from_qwen3(str(tmp_path))(IDX), ours(IDX))
+    with pytest.raises(ValueError, match="qk_norm=True: Llama's block has qk_norm=False"): to_llama(ours, tmp_path / 'llama')
+    with pytest.raises(ValueError, match="qk_norm=False: Qwen3's block has qk_norm=True"):
+        to_qwen3(GPT(97, 64, 48, 4, 1, 80, **LLAMA_BLOCK), tmp_path / 'plain')
+
+
+def test_qwen3_slides_as_transformers_decides_past_the_window():
+    hf = dict(model_type='qwen3', vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=4, head_dim=16,
+              num_key_value_heads=2, max_position_embeddings=64, use_sliding_window=True, sliding_window=8, max_window_layers=1)
+    theirs = Qwen3Config(**hf)
+    assert GPT.from_config(llama_config(hf, 'qwen3')).windows == [theirs.sliding_window if t == 'sliding_attention' else None for t in theirs.layer_types]
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(theirs).eval()
+    with torch.no_grad():
+        for p in model.parameters(): p.add_(0.05 * torch.randn_like(p))
+    ours = from_qwen3(model.state_dict(), config=hf)
+    idx = torch.randint(0, 97, (2, 40), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad(): assert (ours(idx) - model(idx).logits).abs().max() < 1e-4
+    prompt = idx[:, :6]
+    want = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=20, do_sample=False, eos_token_id=None, pad_token_id=0)
+    assert torch.equal(generate(ours, prompt, 20, temperature=0), want)
+
+
+def test_bad_head_dims_are_named():
+    base = dict(model_type='qwen3', vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=1, num_attention_heads=5,
+                max_position_embeddings=64)
+    with pytest.raises(ValueError, match=r"hidden_size=48 is not a multiple of num_attention_heads=5, and the config gives no head_dim"):
+        llama_config(base, 'qwen3')
+    with pytest.raises(ValueError, match=r"head_dim=7 in the Qwen3 config: it must be an even positive integer"):
+        llama_config({**base, 'head_dim': 7}, 'qwen3')
+    assert llama_config({**base, 'head_dim': 16}, 'qwen3').head_dim == 16

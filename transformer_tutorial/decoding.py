@@ -35,7 +35,8 @@ class KVCache:
             raise ValueError("decoding with the key/value cache inside record_attention: the cache computes each new position outside "
                              "the attention modules' forward pass, so the decoder's maps would be missing; use "
                              "use_cache=False there (an argument of greedy_decode and generate; beam search always uses the cache)")
-        H, d_head = model.config.num_heads, model.config.d_model // model.config.num_heads
+        H = model.config.num_heads
+        d_head = getattr(model.config, 'head_dim', None) or model.config.d_model // H   # a head width of its own (Qwen3, chapter 17c)
         H_kv = getattr(model.config, 'num_kv_heads', None) or H            # fewer with grouped-query attention (chapter 17c)
         layers = model.layers if memory is None else model.decoder.layers  # a GPT's blocks, or the encoder-decoder's decoder
         B, like = (batch_size, next(model.parameters())) if memory is None else (memory.size(0), memory)

@@ -51,6 +51,8 @@ class GPTConfig(DictConfig):
     rope_scaling: Optional[dict] = None  # RoPE's angles stretched for a longer context (`ROPE_SCALINGS`), with positions='rope'
     sliding_window: Optional[int] = None  # each query reads only the last sliding_window positions (itself included): Mistral's window
     sliding_layers: Optional[list] = None  # the blocks that slide (None: all of them, when sliding_window is set)
+    head_dim: Optional[int] = None  # each head's width (None: d_model // num_heads); Qwen3's is its own
+    qk_norm: bool = False        # each head's queries and keys normed (the block's norm) before RoPE: Qwen3
 
 # %% ../nbs/17_gpt.ipynb #d08eb390
 def _check_choice(name, value, choices):
@@ -80,7 +82,7 @@ class GPT(nn.Module):
                  d_ff: int = 512, dropout: float = 0.0, positions: str = 'learned', activation: str = 'gelu_tanh',
                  layer_norm_eps: float = 1e-5, norm: str = 'layer', num_kv_heads: Optional[int] = None, rope_base: float = 10000.0,
                  qkv_bias: bool = True, out_bias: bool = True, ff_bias: bool = True, tie_embeddings: bool = True, rope_scaling: Optional[dict] = None,
-                 sliding_window: Optional[int] = None, sliding_layers: Optional[list] = None):
+                 sliding_window: Optional[int] = None, sliding_layers: Optional[list] = None, head_dim: Optional[int] = None, qk_norm: bool = False):
         super().__init__()
         _check_choice('positions', positions, POSITIONS); _check_choice('norm', norm, NORMS)
         _check_choice('activation', activation, (*ACTIVATIONS, 'swiglu'))
@@ -88,15 +90,16 @@ class GPT(nn.Module):
         self.windows = _windows(sliding_window, sliding_layers, num_layers)            # each block's window, or None
         self.config = GPTConfig(vocab_size, max_len, d_model, num_heads, num_layers, d_ff, dropout, positions, activation, layer_norm_eps,
                                 norm, num_kv_heads, rope_base, qkv_bias, out_bias, ff_bias, tie_embeddings, rope_scaling,
-                                sliding_window, None if sliding_layers is None else list(sliding_layers))
+                                sliding_window, None if sliding_layers is None else list(sliding_layers), head_dim, qk_norm)
         self.embed = nn.Embedding(vocab_size, d_model)                                  # E: (V, d_model), not scaled
         self.positions = (LearnedPositionalEmbedding(max_len, d_model, dropout) if positions == 'learned' else
                           PositionalEncoding(d_model, max_len, dropout) if positions == 'sinusoidal' else
                           nn.Dropout(dropout))                                          # RoPE adds nothing to the input
         def attention():
+            heads = dict(num_kv_heads=num_kv_heads, out_bias=out_bias, head_dim=head_dim, qk_norm=make_norm if qk_norm else None)
             if positions == 'rope': return PositionalSelfAttention(d_model, num_heads, 'rope', dropout=dropout, bias=qkv_bias, base=rope_base,
-                                                                   num_kv_heads=num_kv_heads, out_bias=out_bias, scaling=rope_scaling)
-            return MultiHeadAttention(d_model, num_heads, dropout, qkv_bias, num_kv_heads, out_bias)
+                                                                   scaling=rope_scaling, **heads)
+            return MultiHeadAttention(d_model, num_heads, dropout, qkv_bias, **heads)
         def feed_forward():
             if activation == 'swiglu': return SwiGLUFeedForward(d_model, d_ff, dropout, ff_bias)
             return PositionwiseFeedForward(d_model, d_ff, dropout, activation, ff_bias)
@@ -140,9 +143,11 @@ def _init_gpt2(m):
 def gpt_parameter_count(config: GPTConfig) -> int:
     "The number of parameters of a `GPT` of `config` (a tied embedding counted once), from the formulas above and of chapter 17c."
     V, T, d, f, N = config.vocab_size, config.max_len, config.d_model, config.d_ff, config.num_layers
-    d_kv = (config.num_kv_heads or config.num_heads) * (d // config.num_heads)     # the keys' and values' width
+    d_head = config.head_dim or d // config.num_heads
+    d_q, d_kv = config.num_heads * d_head, (config.num_kv_heads or config.num_heads) * d_head   # the queries' width; the keys' and values'
     gated = config.activation == 'swiglu'
-    attention = 2 * d * d + 2 * d * d_kv + (d + 2 * d_kv) * config.qkv_bias + d * config.out_bias  # W_Q, W_O; W_K, W_V; biases
+    attention = (2 * d * d_q + 2 * d * d_kv + (d_q + 2 * d_kv) * config.qkv_bias + d * config.out_bias  # W_Q, W_O; W_K, W_V; biases
+                 + 2 * d_head * config.qk_norm * (2 if config.norm == 'layer' else 1))                 # the q and k norms
     feed_forward = (3 if gated else 2) * d * f + ((2 if gated else 1) * f + d) * config.ff_bias
     norm = (2 if config.norm == 'layer' else 1) * d                                # a gain, and LayerNorm's bias
     embeddings = V * d * (1 if config.tie_embeddings else 2) + (T * d if config.positions == 'learned' else 0)
@@ -151,10 +156,11 @@ def gpt_parameter_count(config: GPTConfig) -> int:
 def gpt_flops_per_token(config: GPTConfig, length: Optional[int] = None) -> int:
     "Forward FLOPs per token of a window of `length` tokens (default: the full context): 2 per multiply-add of every matrix product."
     d, f, N, V = config.d_model, config.d_ff, config.num_layers, config.vocab_size
-    d_kv = (config.num_kv_heads or config.num_heads) * (d // config.num_heads)
+    d_head = config.head_dim or d // config.num_heads
+    d_q, d_kv = config.num_heads * d_head, (config.num_kv_heads or config.num_heads) * d_head
     L = config.max_len if length is None else length
     feed_forward = (3 if config.activation == 'swiglu' else 2) * d * f
-    return 2 * (N * (2 * d * d + 2 * d * d_kv + feed_forward) + V * d) + N * 4 * L * d
+    return 2 * (N * (2 * d * d_q + 2 * d * d_kv + feed_forward) + V * d) + N * 4 * L * d_q
 
 # %% ../nbs/17_gpt.ipynb #3ac53f63
 _MOVED = {**dict.fromkeys(['top_k_filter', 'top_p_filter', 'sample_next', 'gpt_decode_step', 'generate'], 'sampling'),

@@ -6,7 +6,7 @@
 __all__ = ['split_heads', 'merge_heads', 'repeat_kv', 'MultiHeadAttention', 'copy_mha_to_torch', 'to_torch_attn_mask']
 
 # %% ../nbs/03_multi_head_attention.ipynb #1666bee5
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -59,20 +59,30 @@ def repeat_kv(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     return x if x.size(1) == num_heads else x.repeat_interleave(num_heads // x.size(1), dim=1)
 
 class MultiHeadAttention(nn.Module):
-    "Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o`; `mask` is boolean, True = may attend."
+    "Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o`; `mask` is boolean, True = may attend. Two switches of later families (chapter 17c): `head_dim`, a head width of its own (default d_model / num_heads), and `qk_norm`, a norm (made by `qk_norm(d_head)`) of each head's queries and keys."
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True, num_kv_heads: Optional[int] = None,
-                 out_bias: Optional[bool] = None):
+                 out_bias: Optional[bool] = None, head_dim: Optional[int] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None):
         super().__init__()
-        _check_heads(d_model, num_heads)
-        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        if head_dim is None: _check_heads(d_model, num_heads)
+        else: _check_positive_int('num_heads', num_heads); _check_positive_int('head_dim', head_dim)
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, head_dim or d_model // num_heads
         self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads  # fewer: grouped-query attention (chapter 17c)
         _check_kv_heads(num_heads, self.num_kv_heads)
-        d_kv = self.num_kv_heads * self.d_head
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)  # all heads' W_i^Q side by side
+        d_q, d_kv = num_heads * self.d_head, self.num_kv_heads * self.d_head
+        self.w_q = nn.Linear(d_model, d_q, bias=bias)      # all heads' W_i^Q side by side
         self.w_k = nn.Linear(d_model, d_kv, bias=bias)
         self.w_v = nn.Linear(d_model, d_kv, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias if out_bias is None else out_bias)
+        self.w_o = nn.Linear(d_q, d_model, bias=bias if out_bias is None else out_bias)
+        self.q_norm, self.k_norm = (qk_norm(self.d_head), qk_norm(self.d_head)) if qk_norm else (None, None)
         self.dropout = nn.Dropout(dropout)
+
+    def project(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        "The heads: q (B, H, Lq, d_head), k and v (B, H_kv, Lk, d_head), each head's q and k normed where `qk_norm` was given."
+        q = split_heads(self.w_q(query), self.num_heads)     # (B, H, Lq, d_head)
+        k = split_heads(self.w_k(key), self.num_kv_heads)    # (B, H_kv, Lk, d_head); H_kv = H unless grouped
+        v = split_heads(self.w_v(value), self.num_kv_heads)  # (B, H_kv, Lk, d_head)
+        if self.q_norm is not None: q, k = self.q_norm(q), self.k_norm(k)
+        return q, k, v
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None,
                 need_weights: bool = True) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
@@ -80,9 +90,7 @@ class MultiHeadAttention(nn.Module):
         _check_inputs(query, key, value, self.d_model)
         B, Lq, Lk = query.size(0), query.size(1), key.size(1)
         if mask is not None: _check_mask(mask, (B, self.num_heads, Lq, Lk))
-        q = split_heads(self.w_q(query), self.num_heads)     # (B, H, Lq, d_head)
-        k = split_heads(self.w_k(key), self.num_kv_heads)    # (B, H_kv, Lk, d_head); H_kv = H unless grouped
-        v = split_heads(self.w_v(value), self.num_kv_heads)  # (B, H_kv, Lk, d_head)
+        q, k, v = self.project(query, key, value)             # (B, H, Lq, d_head), (B, H_kv, Lk, d_head) twice
         return self.attend(q, k, v, mask, need_weights)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor] = None,
@@ -109,6 +117,8 @@ def copy_mha_to_torch(mha: "MultiHeadAttention", torch_mha: nn.MultiheadAttentio
                          f"expected {mha.d_model} and {mha.num_heads}")
     if mha.num_kv_heads != mha.num_heads:
         raise ValueError(f"mha has num_kv_heads={mha.num_kv_heads} for num_heads={mha.num_heads}; nn.MultiheadAttention has one key/value head per query head")
+    if mha.d_head * mha.num_heads != mha.d_model or mha.q_norm is not None:
+        raise ValueError(f"mha has head_dim={mha.d_head} (d_model / num_heads = {mha.d_model // mha.num_heads}) or q/k norms; nn.MultiheadAttention has neither")
     ours = (mha.w_q.bias is not None, mha.w_o.bias is not None)
     if ours != (torch_mha.in_proj_bias is not None, torch_mha.out_proj.bias is not None):
         raise ValueError(f"bias mismatch: mha has bias={ours[0]} (out_bias={ours[1]}), torch_mha has bias={torch_mha.in_proj_bias is not None}")

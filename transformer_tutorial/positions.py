@@ -9,14 +9,14 @@ __all__ = ['ROPE_SCALINGS', 'SCHEMES', 'LearnedPositionalEmbedding', 'relative_p
            'position_model', 'copy_sequences', 'train_position_model', 'length_accuracy']
 
 # %% ../nbs/09b_positions.ipynb #7efd2ed4
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import math
 import torch
 from torch import nn
 from .attention import _check_attention_inputs, _masked_softmax
 from .validation import _check_positive_int, _check_broadcast, _check_mask
 from .utils import keep_rng
-from .multi_head import MultiHeadAttention, split_heads, merge_heads, repeat_kv, _check_inputs
+from .multi_head import MultiHeadAttention, merge_heads, repeat_kv, _check_inputs
 from .embeddings import Embeddings
 from .positional import PositionalEncoding
 from .layer_norm import LayerNorm
@@ -196,8 +196,9 @@ def _check_scheme(scheme):
 class PositionalSelfAttention(MultiHeadAttention):
     "Self-attention whose scores see positions by `scheme`: Shaw's a^K and a^V, RoPE's rotated q and k (angles from `base` and `scaling`), or ALiBi's bias; 'sinusoidal' and 'learned' add nothing here."
     def __init__(self, d_model: int, num_heads: int, scheme: str, max_distance: int = 16, dropout: float = 0.0, bias: bool = True,
-                 base: float = 10000.0, num_kv_heads: Optional[int] = None, out_bias: Optional[bool] = None, scaling: Optional[dict] = None):
-        super().__init__(d_model, num_heads, dropout, bias, num_kv_heads, out_bias)
+                 base: float = 10000.0, num_kv_heads: Optional[int] = None, out_bias: Optional[bool] = None, scaling: Optional[dict] = None,
+                 head_dim: Optional[int] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None):
+        super().__init__(d_model, num_heads, dropout, bias, num_kv_heads, out_bias, head_dim, qk_norm)
         _check_scheme(scheme)
         self.scheme, self.base, self.scaling = scheme, base, scaling
         self.relative = ShawRelativePositions(self.d_head, max_distance) if scheme == 'shaw' else None
@@ -213,9 +214,7 @@ class PositionalSelfAttention(MultiHeadAttention):
         if positions is not None and self.scheme != 'rope':
             raise ValueError(f"positions= is for scheme='rope'; scheme {self.scheme!r} reads positions 0..L-1")
         if mask is not None: _check_mask(mask, (B, self.num_heads, L, L))
-        q = split_heads(self.w_q(query), self.num_heads)     # (B, H, L, d_head)
-        k = split_heads(self.w_k(key), self.num_kv_heads)    # (B, H_kv, L, d_head)
-        v = split_heads(self.w_v(value), self.num_kv_heads)  # (B, H_kv, L, d_head)
+        q, k, v = self.project(query, key, value)            # (B, H, L, d_head), (B, H_kv, L, d_head) twice
         if self.scheme == 'rope':                            # q and k rotated, by angles computed once; values untouched
             if positions is None: positions = torch.arange(L, device=q.device)
             elif tuple(positions.shape) not in ((L,), (B, L)):

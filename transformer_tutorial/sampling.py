@@ -13,7 +13,6 @@ from .validation import _check_positive_int
 from .embeddings import check_token_ids
 from .positional import PositionalEncoding
 from .positions import LearnedPositionalEmbedding, rope_rotation, rotate_pairs
-from .multi_head import split_heads
 from .decoding import KVCache
 from .gpt import window_mask
 
@@ -72,8 +71,7 @@ def _inputs_at(model, tokens, start):
 def _cached_causal_attention(attn, y, cache, i, positions, rotations, window=None):
     "Self-attention of new `positions` `y` (B, T, d_model): their keys and values join layer `i`'s cache, each query reads the cache up to itself (with a `window`, only its last `window` positions); `rotations` keeps RoPE's cos and sin for the step, computed by the first layer that needs them."
     B, T, t = y.size(0), y.size(1), cache.length
-    q = split_heads(attn.w_q(y), attn.num_heads)                                  # (B, H, T, d_head)
-    k, v = split_heads(attn.w_k(y), attn.num_kv_heads), split_heads(attn.w_v(y), attn.num_kv_heads)  # (B, H_kv, T, d_head)
+    q, k, v = attn.project(y, y, y)                                               # (B, H, T, d_head), (B, H_kv, T, d_head) twice
     if getattr(attn, 'scheme', None) == 'rope':                                   # rotated to those positions
         key = (attn.base, repr(attn.scaling), q.dtype)
         if key not in rotations: rotations[key] = rope_rotation(positions, attn.d_head, attn.base, attn.scaling, q.dtype)
