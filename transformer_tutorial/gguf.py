@@ -30,8 +30,7 @@ def dequantize(raw: torch.Tensor, kind: str, shape: Tuple[int, ...]) -> torch.Te
     "The float32 weights (shape) that `raw`, a GGUF tensor's bytes (uint8), stores in `kind`: blocks of 32 weights, each block with its scale d (and minimum m)."
     if kind in PLAIN: return raw.contiguous().view(PLAIN[kind]).reshape(shape).float()
     if kind not in BLOCKS: raise ValueError(f"the quantization {kind!r} is not one the course reads: {', '.join([*PLAIN, *BLOCKS])}")
-    per, size = BLOCKS[kind]
-    b = raw.reshape(-1, size)                                                  # (blocks, bytes per block)
+    b = raw.reshape(-1, BLOCKS[kind][1])                                       # (blocks, bytes per block)
     if kind == 'Q8_0': w = b[:, 2:].contiguous().view(torch.int8).float() * _halves(b[:, :2])     # d · q, q in -128..127
     elif kind == 'Q4_0': w = _halves(b[:, :2]) * (_nibbles(b[:, 2:]) - 8)     # d · (q - 8), q in 0..15
     else: w = _halves(b[:, :2]) * _nibbles(b[:, 4:]) + _halves(b[:, 2:4])     # d · q + m, q in 0..15
