@@ -223,8 +223,8 @@ def test_tampering_flags_nothing_honest(code):
 def test_tampering_flags_nothing_in_the_solution_notebooks_nor_the_honest_bank():
     for name, ex in EXERCISE_SET.items():
         nb = nbformat.read(exercise_folder() / f"{name}.ipynb", as_version=4)
-        assert tampering([c.source for c in nb.cells if c.cell_type == "code"], grading._check_names(ex)) == [], name
-    for h in honest_solutions(): assert tampering([h["code"]], grading._check_names(EXERCISE_SET[h["exercise"]])) == [], h["style"]
+        assert tampering([c.source for c in nb.cells if c.cell_type == "code"], grading.tamper._check_names(ex)) == [], name
+    for h in honest_solutions(): assert tampering([h["code"]], grading.tamper._check_names(EXERCISE_SET[h["exercise"]])) == [], h["style"]
 
 
 # ---------------------------------------------------------------- the wire: verdicts computed outside the kernel
@@ -232,13 +232,13 @@ def test_tampering_flags_nothing_in_the_solution_notebooks_nor_the_honest_bank()
                                torch.tensor([[True, False]]), torch.randn(2, 3, dtype=torch.float64), torch.arange(6, dtype=torch.int32),
                                torch.randn(4, dtype=torch.bfloat16), torch.empty(0, 3), torch.tensor(2.5), torch.randn(2, dtype=torch.complex64)])
 def test_a_tensor_crosses_the_wire_as_it_is(t):
-    back = grading._tensor_unwire(json.loads(json.dumps(grading._tensor_wire(t))))
+    back = grading.wire._tensor_unwire(json.loads(json.dumps(grading.wire._tensor_wire(t))))
     assert back.dtype == t.dtype and back.shape == t.shape and torch.equal(back, t) and back.is_contiguous() == t.is_contiguous()
 
 
 def test_a_tensor_keeps_its_device_across_the_wire_and_the_check_names_it():
     t = torch.empty(2, 3, dtype=torch.float16, device="meta")            # a device with no bytes, as tests/elsewhere.py uses
-    back = grading._tensor_unwire(json.loads(json.dumps(grading._tensor_wire(t))))
+    back = grading.wire._tensor_unwire(json.loads(json.dumps(grading.wire._tensor_wire(t))))
     assert (back.device.type, back.shape, back.dtype) == ("meta", t.shape, t.dtype)
     elsewhere = lambda logits, k: logits.to("meta")
     direct, wired = _verdict("check_top_k_filter", elsewhere, False), _verdict("check_top_k_filter", elsewhere, True)
@@ -248,18 +248,18 @@ def test_a_tensor_keeps_its_device_across_the_wire_and_the_check_names_it():
 @pytest.mark.parametrize("change", [{"shape": [2, 300, 3]}, {"stride": [100, 1, 4]}, {"dtype": "object"}, {"shape": [-1, 3, 2]},
                                     {"data": "AAAA"}, {"device": "nonsense"}])
 def test_a_forged_tensor_is_refused(change):
-    w = dict(grading._tensor_wire(torch.arange(24.).reshape(2, 3, 4)), **change)
-    with pytest.raises(ValueError): grading._tensor_unwire(w)
+    w = dict(grading.wire._tensor_wire(torch.arange(24.).reshape(2, 3, 4)), **change)
+    with pytest.raises(ValueError): grading.wire._tensor_unwire(w)
 
 
 def _verdict(check, impl, through_the_wire):
     "The check's verdict on `impl` (called directly, or through a proxy over the wire): its message, or what it printed."
-    if through_the_wire: impl = grading._Loopback({"impl": impl}).lookup("impl")
+    if through_the_wire: impl = grading.verdict._Loopback({"impl": impl}).lookup("impl")
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out): getattr(checks, check)(impl)
     except AssertionError as e: return str(e)
-    finally: grading._HELD.clear()
+    finally: grading.wire._HELD.clear()
     return out.getvalue()
 
 
@@ -277,9 +277,9 @@ def test_what_the_wire_sends_by_value_and_what_it_cannot_send():
     def refuse(*args): raise RuntimeError("not here")
     refuse.refuses = "Refused"
     model.forward = refuse
-    link, memo = grading._Link(None, None), {}
+    link, memo = grading.verdict._Link(None, None), {}
     sent = json.loads(json.dumps(link.wire((model, g), memo)))
-    copy, g2 = grading._unwire(sent, None, {})
+    copy, g2 = grading.wire._unwire(sent, None, {})
     ids = torch.randint(0, 11, (2, 5))
     assert torch.equal(GPT.forward(copy, ids), GPT.forward(model, ids)) and copy.embed.weight.dtype == torch.float64
     assert copy.head.weight is copy.embed.weight                          # tied as in the original
@@ -287,9 +287,9 @@ def test_what_the_wire_sends_by_value_and_what_it_cannot_send():
     assert type(e.value).__name__ == "Refused"
     assert torch.equal(torch.rand(3, generator=g2), torch.rand(3, generator=g))
     del model.forward
-    with pytest.raises(grading._Unsendable, match="cannot send a AdamW"): link.wire([torch.optim.AdamW(model.parameters())], {})
+    with pytest.raises(grading.wire._Unsendable, match="cannot send a AdamW"): link.wire([torch.optim.AdamW(model.parameters())], {})
     with pytest.raises(ValueError, match="not a module of the course's"):
-        grading._unwire(dict(sent["v"][0], **{"class": ["torch.nn", "Linear"]}), None, {})
+        grading.wire._unwire(dict(sent["v"][0], **{"class": ["torch.nn", "Linear"]}), None, {})
 
 
 def test_a_check_that_cannot_run_where_graded_gives_no_point(tmp_path, monkeypatch):
@@ -307,26 +307,26 @@ def test_a_check_that_cannot_run_where_graded_gives_no_point(tmp_path, monkeypat
 
 
 def test_an_exception_of_the_students_code_keeps_its_class():
-    e = grading._remote_error("NameError", "name 'x' is not defined")
+    e = grading.verdict._remote_error("NameError", "name 'x' is not defined")
     assert isinstance(e, NameError) and type(e).__name__ == "NameError" and str(e) == "name 'x' is not defined"
-    e = grading._remote_error("UnicodeDecodeError", "bad byte")  # a class that wants more than a message
+    e = grading.verdict._remote_error("UnicodeDecodeError", "bad byte")  # a class that wants more than a message
     assert isinstance(e, Exception) and type(e).__name__ == "UnicodeDecodeError" and str(e) == "bad byte"
-    assert not issubclass(grading._Stopped, Exception)  # no handler in a check can swallow the end of a check
+    assert not issubclass(grading.verdict._Stopped, Exception)  # no handler in a check can swallow the end of a check
 
 
 def test_the_kernel_side_answers_what_the_students_code_raises_even_systemexit():
     def bye(x): raise SystemExit(3)
-    answer = json.loads(grading._serve({"bye": bye}, json.dumps({"op": "lookup", "name": "bye"})))
-    answer = json.loads(grading._serve({}, json.dumps({"op": "call", "id": answer["ok"]["id"], "args": {"t": "list", "v": [1]}, "kwargs": {"t": "dict", "v": []}})))
+    answer = json.loads(grading.wire._serve({"bye": bye}, json.dumps({"op": "lookup", "name": "bye"})))
+    answer = json.loads(grading.wire._serve({}, json.dumps({"op": "call", "id": answer["ok"]["id"], "args": {"t": "list", "v": [1]}, "kwargs": {"t": "dict", "v": []}})))
     assert answer == {"error": ["SystemExit", "3"]}
-    grading._HELD.clear()
+    grading.wire._HELD.clear()
 
 
 # ---------------------------------------------------------------- the sandbox: Landlock and the limits
 def _confined(probe, tmp_path, writable):
     "Run the Python `probe` through `_confine`, as a kernel is run, with `writable` the only folders it may write; its JSON printout."
     env = dict(os.environ, TT_CONFINE=json.dumps({"rlimits": {"RLIMIT_FSIZE": 1 << 20}, "landlock": landlock_abi() > 0, "writable": writable}))
-    r = subprocess.run([sys.executable, "-c", "from transformer_tutorial.grading import _confine; _confine()", sys.executable, "-c", probe],
+    r = subprocess.run([sys.executable, "-c", "from transformer_tutorial.grading.sandbox import _confine; _confine()", sys.executable, "-c", probe],
                        env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -368,7 +368,7 @@ def test_confine_keeps_reads_and_writes_in_the_submissions_folder(tmp_path):
         assert out["elsewhere"] == out["remove elsewhere"] == "PermissionError" and victim.read_text() == "as handed in"
         assert out["read elsewhere"] == out["read a solution notebook"] == "PermissionError"   # a classmate's notebook, the grades
         if abi >= 4: assert out["connect"] == "PermissionError"
-        if grading._SECCOMP_ARCH.get(__import__("platform").machine().lower()): assert out["udp"] == "PermissionError"
+        if grading.sandbox._SECCOMP_ARCH.get(__import__("platform").machine().lower()): assert out["udp"] == "PermissionError"
         if abi >= 6: assert out["signal the parent"] == "PermissionError"
         assert isolation().startswith(f"Landlock ABI {abi}")
     else:
@@ -379,23 +379,23 @@ def test_confine_keeps_reads_and_writes_in_the_submissions_folder(tmp_path):
 def test_no_read_rule_reaches_the_solution_notebooks(tmp_path, monkeypatch):
     "The package installed in an environment's site-packages (as from the wheel): its code and every other package readable, its solution notebooks not, though the environment's folder holds them; nor the class."
     site = tmp_path / "venv" / "lib" / "site-packages"
-    (site / "transformer_tutorial" / "exercises").mkdir(parents=True)
-    for f in ("exercises/ex01_attention.ipynb", "grading.py"): (site / "transformer_tutorial" / f).write_text("")
+    for d in ("exercises", "grading"): (site / "transformer_tutorial" / d).mkdir(parents=True)
+    for f in ("exercises/ex01_attention.ipynb", "grading/sandbox.py"): (site / "transformer_tutorial" / f).write_text("")
     (site / "torch").mkdir()
     (tmp_path / "venv" / "class").mkdir()
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
     monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
-    readable = [p for p, rights in grading._readable([str(tmp_path / "venv" / "class")]) if rights & grading._READ]
+    readable = [p for p, rights in grading.sandbox._readable([str(tmp_path / "venv" / "class")]) if rights & grading.sandbox._READ]
     for secret in (site / "transformer_tutorial" / "exercises" / "ex01_attention.ipynb", exercise_folder() / "ex01_attention.ipynb",
                    tmp_path / "venv" / "class"):
         assert not any(p == secret or p in secret.parents for p in readable), secret
-    assert site / "torch" in readable and site / "transformer_tutorial" / "grading.py" in readable
+    assert site / "torch" in readable and site / "transformer_tutorial" / "grading" in readable  # the grader's code, as a folder granted whole
 
 
 @NEEDS_PROC
 def test_the_verdict_process_has_a_memory_limit():
     "Its address space is capped (a module config sent from a kernel once made it build a 3.4 GB model)."
-    verdict = grading._Verdict(3 << 30)
+    verdict = grading.running._Verdict(3 << 30)
     try:
         verdict.ready()
         line = next(l for l in Path(f"/proc/{verdict.proc.pid}/limits").read_text().splitlines() if l.startswith("Max address space"))
@@ -409,7 +409,7 @@ def test_one_verdict_process_gives_honest_work_its_points_whatever_it_judged_bef
     e3, e6 = "ex03_multi_head_attention", "ex06_encoder_decoder_layers"
     sol = {e: nbformat.read(exercise_folder() / f"{e}.ipynb", as_version=4) for e in (e3, e6)}
     wrong = nbformat.reads(_wrong(json.dumps(sol[e3]), *WRONG[e3]), as_version=4)
-    verdict = grading._Verdict()
+    verdict = grading.running._Verdict()
     try: got = [grading.grade_submission(copy.deepcopy(nb), EXERCISE_SET[e], verdict=verdict)["points"]
                 for e, nb in [(e3, wrong), (e3, sol[e3]), (e3, sol[e3]), (e6, sol[e6])]]
     finally: verdict.close()
@@ -423,9 +423,9 @@ def test_a_check_cut_in_the_middle_leaves_nothing_for_the_next(monkeypatch):
     ns, fail = {"causal_mask": causal_mask}, {"now": False}
     async def kernel(client, question, deadline, seconds):   # the student's kernel, in this process
         if fail["now"] and question["op"] != "lookup": raise RuntimeError("the kernel's answer was lost")
-        return json.loads(grading._serve(ns, json.dumps(question)))
-    monkeypatch.setattr(grading, "_ask_kernel", kernel)
-    verdict = grading._Verdict()
+        return json.loads(grading.wire._serve(ns, json.dumps(question)))
+    monkeypatch.setattr(grading.running, "_ask_kernel", kernel)
+    verdict = grading.running._Verdict()
     try:
         verdict.ready()
         first, fail["now"] = verdict.proc.pid, True
@@ -434,7 +434,7 @@ def test_a_check_cut_in_the_middle_leaves_nothing_for_the_next(monkeypatch):
         assert verdict.proc.pid != first and asyncio.run(verdict.check(None, "check_causal_mask", "causal_mask", 60)) is None
     finally:
         verdict.close()
-        grading._HELD.clear()
+        grading.wire._HELD.clear()
 
 
 def test_a_table_of_answers_to_one_run_s_inputs_fails_the_next_run():
@@ -457,7 +457,7 @@ def test_a_table_of_answers_to_one_run_s_inputs_fails_the_next_run():
         _INPUTS["seed"] = 98765
         with pytest.raises(AssertionError, match="an input it has not seen"): checks.check_scaled_dot_product_attention(memorized)
     finally: _INPUTS["seed"] = 0
-    assert len({grading._run_seed() for _ in range(5)}) > 1   # the grader's draw, anew for each run
+    assert len({grading.running._run_seed() for _ in range(5)}) > 1   # the grader's draw, anew for each run
 
 
 def test_a_symbolic_link_is_refused_kept_and_named_printably(tmp_path, capsys):
@@ -477,7 +477,7 @@ def test_a_symbolic_link_is_refused_kept_and_named_printably(tmp_path, capsys):
         "bo\x1b[2J": ("ex02_masks", "0.0", "2.0", "refused"), "cy": ("", "0.0", "0.0", "refused")}
     assert file_link.is_symlink() and folder_link.is_symlink() and (target / "ex02_masks.ipynb").is_file()
     ex, limits = EXERCISE_SET["ex02_masks"], Limits()   # two students who hand in the same bytes are graded apart
-    assert grading._key(b"{}", ex, limits, "ada") != grading._key(b"{}", ex, limits, "ben")
+    assert grading.gradebook._key(b"{}", ex, limits, "ada") != grading.gradebook._key(b"{}", ex, limits, "ben")
 
 
 # ---------------------------------------------------------------- finding and naming submissions
@@ -948,7 +948,7 @@ def test_batch_grader_reads_nbgrader_folders_and_agrees_but_where_nbgrader_was_f
 
 
 def test_a_check_cell_run_in_the_kernel_calls_the_course_s_check_whatever_the_notebook_bound():
-    code = grading._guarded("check_padding_mask(padding_mask)", ["check_padding_mask", "check_causal_mask"], "ab12cd34")
+    code = grading.running._guarded("check_padding_mask(padding_mask)", ["check_padding_mask", "check_causal_mask"], "ab12cd34")
     assert code == "from transformer_tutorial.checks import check_padding_mask as _tt_ab12cd34_check_padding_mask\n" \
                    "_tt_ab12cd34_check_padding_mask(padding_mask)"
     ns = {"check_padding_mask": lambda f: None, "padding_mask": lambda tokens, pad_id: None}   # rebound, and a wrong mask

@@ -40,7 +40,7 @@ def _forward(model, idx, *, mask='causal', positions=0, final_norm=True, scale=1
 class _WholeModelCalled(Exception): pass
 
 def _pieces_only(model):
-    "`model` whose own forward refuses to run: the exercise builds the forward from the pieces. (`refuses` names the exception, so that the grader's copy of the model in the student's kernel refuses alike: chapter 15a.)"
+    "`model` whose own forward refuses to run: the exercise builds the forward from the pieces. (`refuses` names the exception, so that the grader's copy of the model in the student's kernel refuses alike: chapter 15d.)"
     def refuse(*args, **kwargs): raise _WholeModelCalled()
     refuse.refuses = _WholeModelCalled.__name__
     model.forward = refuse
