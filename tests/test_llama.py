@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from transformer_tutorial.gpt import GPT, GPTConfig, gpt_parameter_count, gpt_flops_per_token
-from transformer_tutorial.llama import LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_mistral, from_qwen2, from_qwen3, to_llama, to_mistral, to_qwen2, to_qwen3, _llama_names
+from transformer_tutorial.llama import LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_mistral, from_qwen2, from_qwen3, from_phi3, from_olmo2, to_llama, to_mistral, to_qwen2, to_qwen3, to_phi3, to_olmo2, _llama_names
 from transformer_tutorial.sampling import generate, gpt_decode_step
 from transformer_tutorial.decoding import KVCache
 from transformer_tutorial.training import record_attention
 from transformer_tutorial.model_files import ModelFileError
 
 transformers = pytest.importorskip('transformers')  # a test dependency (settings.ini dev_requirements), never a runtime one
-from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Phi3Config, Phi3ForCausalLM, Olmo2Config, Olmo2ForCausalLM
 
 SIZES = [  # family, width, heads, key/value heads, blocks, feed-forward, theta, eps, tied, extra config
     ('llama', 48, 6, 2, 3, 80, 5000.0, 1e-5, False, {}),
@@ -57,10 +57,10 @@ def float64_internals(model, theta):
     return model
 
 
-LOAD = {'llama': from_llama, 'qwen2': from_qwen2, 'mistral': from_mistral, 'qwen3': from_qwen3}
-WRITE = {'llama': to_llama, 'qwen2': to_qwen2, 'mistral': to_mistral, 'qwen3': to_qwen3}
-MODEL = {'llama': LlamaForCausalLM, 'qwen2': Qwen2ForCausalLM, 'mistral': MistralForCausalLM, 'qwen3': Qwen3ForCausalLM}
-CONFIG = {'llama': LlamaConfig, 'qwen2': Qwen2Config, 'mistral': MistralConfig, 'qwen3': Qwen3Config}
+LOAD = {'llama': from_llama, 'qwen2': from_qwen2, 'mistral': from_mistral, 'qwen3': from_qwen3, 'phi3': from_phi3, 'olmo2': from_olmo2}
+WRITE = {'llama': to_llama, 'qwen2': to_qwen2, 'mistral': to_mistral, 'qwen3': to_qwen3, 'phi3': to_phi3, 'olmo2': to_olmo2}
+MODEL = {'llama': LlamaForCausalLM, 'qwen2': Qwen2ForCausalLM, 'mistral': MistralForCausalLM, 'qwen3': Qwen3ForCausalLM, 'phi3': Phi3ForCausalLM, 'olmo2': Olmo2ForCausalLM}
+CONFIG = {'llama': LlamaConfig, 'qwen2': Qwen2Config, 'mistral': MistralConfig, 'qwen3': Qwen3Config, 'phi3': Phi3Config, 'olmo2': Olmo2Config}
 IDX = torch.randint(0, 97, (3, 64), generator=torch.Generator().manual_seed(1))
 
 
@@ -275,6 +275,17 @@ QWEN3_06B = {"architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "at
              "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000,
              "sliding_window": None, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
              "use_cache": True, "use_sliding_window": False, "vocab_size": 151936}   # head_dim 128 with 16 heads: queries 2048 wide, the width 1024
+PHI3_MINI = {"architectures": ["Phi3ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000,
+             "hidden_act": "silu", "hidden_size": 3072, "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 4096,
+             "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+             "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": None,
+             "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+             "transformers_version": "4.40.2", "use_cache": True, "vocab_size": 32064}   # Phi-3-mini-4k-instruct: fused projections, a window of 2047
+OLMO2_7B = {"architectures": ["Olmo2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "eos_token_id": 100257, "hidden_act": "silu",
+            "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 11008, "max_position_embeddings": 4096, "model_type": "olmo2",
+            "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "pad_token_id": 100277, "rms_norm_eps": 1e-06,
+            "rope_scaling": None, "rope_theta": 500000, "tie_word_embeddings": False, "torch_dtype": "float32", "use_cache": True,
+            "vocab_size": 100352}   # OLMo-2-1124-7B: each sublayer's output normed, q/k norms over all heads
 QWEN25_05B_YARN = {**QWEN25_05B, "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}}  # the block Qwen2.5's model cards give for long texts
 
 
@@ -295,7 +306,11 @@ def test_published_configs_give_the_published_parameter_counts_and_llama_3_2s_sc
                                             ('Qwen2.5-0.5B with YaRN', QWEN25_05B_YARN, dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000)),
                                             ('Qwen3-0.6B', QWEN3_06B, dict(num_hidden_layers=2, max_window_layers=2, vocab_size=1000)),   # q/k norms, head_dim 128
                                             ('Qwen3-0.6B, heads shrunk', QWEN3_06B, dict(num_hidden_layers=2, vocab_size=1000, hidden_size=96, head_dim=32,
-                                                                                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=160))])
+                                                                                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=160)),
+                                            ('Phi-3-mini-4k, heads shrunk', PHI3_MINI, dict(num_hidden_layers=2, vocab_size=1000, pad_token_id=None, hidden_size=96,
+                                                                                            num_attention_heads=4, num_key_value_heads=4, intermediate_size=160)),
+                                            ('OLMo-2-7B, heads shrunk', OLMO2_7B, dict(num_hidden_layers=2, vocab_size=1000, pad_token_id=None, hidden_size=96,
+                                                                                       num_attention_heads=4, num_key_value_heads=2, intermediate_size=160))])
 def test_published_configs_at_two_blocks_equal_transformers_with_and_without_the_cache(name, hf, shrink, tmp_path):
     "The published width, heads, key/value heads, RoPE base and epsilon; two blocks (and for Qwen2.5 a smaller vocabulary) to stay quick."
     family = hf['model_type']
@@ -629,3 +644,106 @@ def test_bad_head_dims_are_named():
     with pytest.raises(ValueError, match=r"head_dim=7 in the Qwen3 config: it must be an even positive integer"):
         llama_config({**base, 'head_dim': 7}, 'qwen3')
     assert llama_config({**base, 'head_dim': 16}, 'qwen3').head_dim == 16
+
+
+def test_phi3s_published_config_gives_its_size_and_transformers_count():
+    "Phi-3-mini-4k-instruct: 3.8B parameters (its model card), exactly what transformers builds; every layer reads through a window of 2047, norms with eps 1e-5, no biases."
+    ours = llama_config(PHI3_MINI, 'phi3')
+    assert (ours.sliding_window, ours.sliding_layers, ours.layer_norm_eps, ours.qkv_bias, ours.out_bias, ours.ff_bias) == (2047, None, 1e-5, False, False, False)
+    with torch.device('meta'): theirs = Phi3ForCausalLM(Phi3Config(**PHI3_MINI))
+    assert gpt_parameter_count(ours) == sum(p.numel() for p in theirs.parameters()) == 3_821_079_552
+    assert llama_config({k: v for k, v in PHI3_MINI.items() if k not in ('rms_norm_eps', 'sliding_window')}, 'phi3').layer_norm_eps == 1e-5
+    assert llama_config({k: v for k, v in PHI3_MINI.items() if k != 'sliding_window'}, 'phi3').sliding_window is None   # Phi3Config's default
+
+
+def _random_phi3(**options):
+    torch.manual_seed(0)
+    hf = dict(model_type='phi3', vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=6,
+              num_key_value_heads=2, max_position_embeddings=64, bos_token_id=None, eos_token_id=None, pad_token_id=None, sliding_window=None)
+    hf.update(options)
+    theirs = Phi3ForCausalLM(Phi3Config(**hf)).eval()
+    with torch.no_grad():
+        for p in theirs.parameters(): p.add_(0.1 * torch.randn_like(p))
+    return hf, theirs
+
+
+@pytest.mark.parametrize('window', [None, 7])
+def test_phi3_equals_transformers_past_its_window_and_round_trips_fused(window, tmp_path):
+    "The fused projections split on the way in (q, k, v rows in that order; the gate before up) and joined on the way out; with a window of 7 the 40 generated tokens run far past it."
+    hf, theirs = _random_phi3(sliding_window=window)
+    ours = from_phi3(theirs)
+    assert ours.config.sliding_window == window and ours.config.sliding_layers is None
+    with torch.no_grad(): assert (ours(IDX) - theirs(IDX).logits).abs().max() < 1e-5
+    prompt = torch.randint(0, 97, (2, 10), generator=torch.Generator().manual_seed(2))
+    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=40, do_sample=False)
+    for use_cache in (True, False): assert torch.equal(generate(ours, prompt, 40, temperature=0, use_cache=use_cache), want)
+    to_phi3(ours, tmp_path)
+    from safetensors.torch import load_file
+    written = load_file(tmp_path / 'model.safetensors')
+    assert torch.equal(written['model.layers.0.self_attn.qkv_proj.weight'], theirs.state_dict()['model.layers.0.self_attn.qkv_proj.weight'])
+    assert not any('q_proj' in k or 'gate_proj' in k for k in written)
+    back = Phi3ForCausalLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.equal(back(IDX).logits, theirs(IDX).logits)
+        assert torch.equal(from_phi3(str(tmp_path))(IDX), ours(IDX))
+    with pytest.raises(ValueError, match="qkv_bias=True: Phi-3's block has qkv_bias=False"):
+        to_phi3(GPT(97, 64, 48, 4, 1, 80, **{**LLAMA_BLOCK, 'qkv_bias': True}), tmp_path / 'biased')
+
+
+def test_a_fused_matrix_of_the_wrong_size_is_named():
+    hf, theirs = _random_phi3()
+    state = dict(theirs.state_dict())
+    state['model.layers.1.self_attn.qkv_proj.weight'] = state['model.layers.1.self_attn.qkv_proj.weight'][:-8]
+    with pytest.raises(ValueError, match=r"'model.layers.1.self_attn.qkv_proj.weight' has 72 rows, expected 80 from the config: 48 of queries, 16 of keys, 16 of values"):
+        from_phi3(state, config=hf)
+    with pytest.raises(ValueError, match=r"partial_rotary_factor=0.75: the course rotates every feature pair"):
+        llama_config({**hf, 'partial_rotary_factor': 0.75}, 'phi3')
+
+
+def test_olmo2s_published_config_gives_transformers_count():
+    "OLMo-2-1124-7B: the 7.3B parameters transformers builds, the q/k norms 4096 wide (all heads at once), two norms per block after their sublayers."
+    ours = llama_config(OLMO2_7B, 'olmo2')
+    assert (ours.norm_output, ours.qk_norm, ours.qk_norm_per_head, ours.layer_norm_eps, ours.qkv_bias, ours.ff_bias) == (True, True, False, 1e-6, False, False)
+    with torch.device('meta'): theirs, model = Olmo2ForCausalLM(Olmo2Config(**OLMO2_7B)), GPT.from_config(ours)
+    assert gpt_parameter_count(ours) == sum(p.numel() for p in theirs.parameters()) == sum(p.numel() for p in model.parameters()) == 7_298_617_344
+    assert model.layers[0].self_attn.q_norm.weight.shape == (4096,)
+
+
+@pytest.mark.parametrize('bias', [False, True])
+def test_olmo2_equals_transformers_with_the_cache_and_round_trips(bias, tmp_path):
+    "Norms after each sublayer, and q/k norms over all heads (their gains reordered with the rows of W_Q and W_K): logits, 40 greedy tokens with and without the cache, and the folder both ways."
+    torch.manual_seed(0)
+    hf = dict(model_type='olmo2', vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2,
+              max_position_embeddings=64, bos_token_id=None, eos_token_id=None, pad_token_id=None, attention_bias=bias)
+    theirs = Olmo2ForCausalLM(Olmo2Config(**hf)).eval()
+    with torch.no_grad():
+        for p in theirs.parameters(): p.add_(0.1 * torch.randn_like(p))      # the norms' gains off 1 too
+    ours = from_olmo2(theirs)
+    with torch.no_grad(): assert (ours(IDX) - theirs(IDX).logits).abs().max() < 1e-5
+    prompt = torch.randint(0, 97, (2, 10), generator=torch.Generator().manual_seed(2))
+    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=40, do_sample=False)
+    for use_cache in (True, False): assert torch.equal(generate(ours, prompt, 40, temperature=0, use_cache=use_cache), want)
+    to_olmo2(ours, tmp_path)
+    back = Olmo2ForCausalLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.equal(back(IDX).logits, theirs(IDX).logits)
+        assert torch.equal(from_olmo2(str(tmp_path))(IDX), ours(IDX))
+    with pytest.raises(ValueError, match="qk_norm=True: Llama's block has qk_norm=False"): to_llama(ours, tmp_path / 'llama')
+    with pytest.raises(ValueError, match="norm_output=True: Llama's block has norm_output=False"):
+        to_llama(GPT(97, 64, 48, 4, 1, 80, norm_output=True, **LLAMA_BLOCK), tmp_path / 'after')
+    with pytest.raises(ValueError, match="norm_output=False: OLMo 2's block has norm_output=True"):
+        to_olmo2(GPT(97, 64, 48, 4, 1, 80, qk_norm=True, qk_norm_per_head=False, **LLAMA_BLOCK), tmp_path / 'before')
+    with pytest.raises(ValueError, match="qk_norm_per_head=False: Qwen3's block has qk_norm_per_head=True"): to_qwen3(ours, tmp_path / 'qwen3')
+
+
+def test_the_norms_placement_is_what_olmo2_computes():
+    "x + norm(f(x)): the residual path is never normed, so a sublayer that outputs zeros leaves x as it was; the pre-norm block's f reads norm(x) instead."
+    from transformer_tutorial.layer_norm import SublayerConnection
+    from transformer_tutorial.modern_blocks import RMSNorm
+    x = torch.randn(2, 5, 8) * 10
+    after = SublayerConnection(8, norm=RMSNorm, norm_output=True)
+    assert torch.equal(after(x, torch.zeros_like), x)
+    seen = []
+    after(x, lambda y: seen.append(y) or y)
+    assert torch.equal(seen[0], x)                                          # the sublayer reads x itself, not a normed x
+    torch.testing.assert_close(after(x, lambda y: y) - x, RMSNorm(8)(x))   # what it adds is normed

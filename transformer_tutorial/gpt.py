@@ -53,6 +53,8 @@ class GPTConfig(DictConfig):
     sliding_layers: Optional[list] = None  # the blocks that slide (None: all of them, when sliding_window is set)
     head_dim: Optional[int] = None  # each head's width (None: d_model // num_heads); Qwen3's is its own
     qk_norm: bool = False        # each head's queries and keys normed (the block's norm) before RoPE: Qwen3
+    qk_norm_per_head: bool = True  # with qk_norm: False norms all the queries' features at once, and all the keys': OLMo 2
+    norm_output: bool = False    # each sublayer's output normed before the residual adds it, its input not: OLMo 2
 
 # %% ../nbs/17_gpt.ipynb #d08eb390
 def _check_choice(name, value, choices):
@@ -82,7 +84,8 @@ class GPT(nn.Module):
                  d_ff: int = 512, dropout: float = 0.0, positions: str = 'learned', activation: str = 'gelu_tanh',
                  layer_norm_eps: float = 1e-5, norm: str = 'layer', num_kv_heads: Optional[int] = None, rope_base: float = 10000.0,
                  qkv_bias: bool = True, out_bias: bool = True, ff_bias: bool = True, tie_embeddings: bool = True, rope_scaling: Optional[dict] = None,
-                 sliding_window: Optional[int] = None, sliding_layers: Optional[list] = None, head_dim: Optional[int] = None, qk_norm: bool = False):
+                 sliding_window: Optional[int] = None, sliding_layers: Optional[list] = None, head_dim: Optional[int] = None, qk_norm: bool = False,
+                 qk_norm_per_head: bool = True, norm_output: bool = False):
         super().__init__()
         _check_choice('positions', positions, POSITIONS); _check_choice('norm', norm, NORMS)
         _check_choice('activation', activation, (*ACTIVATIONS, 'swiglu'))
@@ -90,13 +93,15 @@ class GPT(nn.Module):
         self.windows = _windows(sliding_window, sliding_layers, num_layers)            # each block's window, or None
         self.config = GPTConfig(vocab_size, max_len, d_model, num_heads, num_layers, d_ff, dropout, positions, activation, layer_norm_eps,
                                 norm, num_kv_heads, rope_base, qkv_bias, out_bias, ff_bias, tie_embeddings, rope_scaling,
-                                sliding_window, None if sliding_layers is None else list(sliding_layers), head_dim, qk_norm)
+                                sliding_window, None if sliding_layers is None else list(sliding_layers), head_dim, qk_norm,
+                                qk_norm_per_head, norm_output)
         self.embed = nn.Embedding(vocab_size, d_model)                                  # E: (V, d_model), not scaled
         self.positions = (LearnedPositionalEmbedding(max_len, d_model, dropout) if positions == 'learned' else
                           PositionalEncoding(d_model, max_len, dropout) if positions == 'sinusoidal' else
                           nn.Dropout(dropout))                                          # RoPE adds nothing to the input
         def attention():
-            heads = dict(num_kv_heads=num_kv_heads, out_bias=out_bias, head_dim=head_dim, qk_norm=make_norm if qk_norm else None)
+            heads = dict(num_kv_heads=num_kv_heads, out_bias=out_bias, head_dim=head_dim, qk_norm=make_norm if qk_norm else None,
+                         qk_norm_per_head=qk_norm_per_head)
             if positions == 'rope': return PositionalSelfAttention(d_model, num_heads, 'rope', dropout=dropout, bias=qkv_bias, base=rope_base,
                                                                    scaling=rope_scaling, **heads)
             return MultiHeadAttention(d_model, num_heads, dropout, qkv_bias, **heads)
@@ -105,7 +110,7 @@ class GPT(nn.Module):
             return PositionwiseFeedForward(d_model, d_ff, dropout, activation, ff_bias)
         make_norm = partial(LayerNorm if norm == 'layer' else RMSNorm, eps=layer_norm_eps)
         self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first=True, self_attn=attention(),
-                                                 feed_forward=feed_forward(), norm=make_norm)
+                                                 feed_forward=feed_forward(), norm=make_norm, norm_output=norm_output)
                                     for _ in range(num_layers))                         # a GPT block: an encoder layer, causally masked
         self.norm = make_norm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
@@ -147,7 +152,7 @@ def gpt_parameter_count(config: GPTConfig) -> int:
     d_q, d_kv = config.num_heads * d_head, (config.num_kv_heads or config.num_heads) * d_head   # the queries' width; the keys' and values'
     gated = config.activation == 'swiglu'
     attention = (2 * d * d_q + 2 * d * d_kv + (d_q + 2 * d_kv) * config.qkv_bias + d * config.out_bias  # W_Q, W_O; W_K, W_V; biases
-                 + 2 * d_head * config.qk_norm * (2 if config.norm == 'layer' else 1))                 # the q and k norms
+                 + (2 * d_head if config.qk_norm_per_head else d_q + d_kv) * config.qk_norm * (2 if config.norm == 'layer' else 1))  # q, k norms
     feed_forward = (3 if gated else 2) * d * f + ((2 if gated else 1) * f + d) * config.ff_bias
     norm = (2 if config.norm == 'layer' else 1) * d                                # a gain, and LayerNorm's bias
     embeddings = V * d * (1 if config.tie_embeddings else 2) + (T * d if config.positions == 'learned' else 0)

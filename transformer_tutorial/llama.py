@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['LLAMA_BLOCK', 'FAMILIES', 'llama_config', 'load_llama_state', 'from_llama', 'from_qwen2', 'from_mistral',
-           'from_qwen3', 'to_llama', 'to_mistral', 'to_qwen2', 'to_qwen3', 'generation_settings', 'OpenModel',
-           'load_open_model', 'complete', 'chat']
+           'from_qwen3', 'from_phi3', 'from_olmo2', 'to_llama', 'to_mistral', 'to_qwen2', 'to_qwen3', 'to_phi3',
+           'to_olmo2', 'generation_settings', 'OpenModel', 'load_open_model', 'complete', 'chat']
 
 # %% ../nbs/17c_llama.ipynb #5787a604
 import json, os, pathlib
@@ -24,9 +24,11 @@ LLAMA_BLOCK = dict(norm='rms', activation='swiglu', positions='rope', qkv_bias=F
 
 # %% ../nbs/17c_llama.ipynb #be08e6ae
 FAMILIES = {'llama': ('Llama', 'LlamaForCausalLM'), 'qwen2': ('Qwen2', 'Qwen2ForCausalLM'), 'mistral': ('Mistral', 'MistralForCausalLM'),
-            'qwen3': ('Qwen3', 'Qwen3ForCausalLM')}  # model_type: (name, transformers class)
+            'qwen3': ('Qwen3', 'Qwen3ForCausalLM'), 'phi3': ('Phi-3', 'Phi3ForCausalLM'),
+            'olmo2': ('OLMo 2', 'Olmo2ForCausalLM')}  # model_type: (name, transformers class)
 _QWEN2_BIASES = dict(qkv_bias=True, out_bias=False, ff_bias=False)      # fixed in Qwen2's code: q, k, v projections only
-_MISTRAL_BIASES = dict(qkv_bias=False, out_bias=False, ff_bias=False)  # fixed in Mistral's code: none
+_MISTRAL_BIASES = dict(qkv_bias=False, out_bias=False, ff_bias=False)  # fixed in Mistral's and Phi-3's code: none
+_EPS = {'phi3': 1e-5, 'olmo2': 1e-5}                                                   # rms_norm_eps when a config omits it (1e-6: the others')
 
 def _rope(hf: dict) -> Tuple[float, Optional[dict]]:
     "RoPE's base and scaling from a config in either of transformers' spellings (rope_parameters since 5.0; rope_theta and rope_scaling before), the scaling filled in as transformers fills it."
@@ -54,7 +56,7 @@ def _check_types(hf: dict, name: str):
         v = hf.get(k)
         if k == 'num_key_value_heads' and v is None: continue            # null: as many as the query heads
         if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{k}={v!r} in the {name} config: it must be a positive integer")
-    eps = hf.get('rms_norm_eps', 1e-6)
+    eps = hf.get('rms_norm_eps', 1e-6)   # the type only: each family's default is a positive number
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
         raise ValueError(f"rms_norm_eps={eps!r} in the {name} config: it must be a positive number (1e-6, say)")
     for k in ('tie_word_embeddings', 'attention_bias', 'mlp_bias', 'use_sliding_window'):
@@ -63,7 +65,8 @@ def _check_types(hf: dict, name: str):
 def _sliding_layers(hf: dict, family: str) -> Tuple[list, str]:
     "The layers that attend through a sliding window and why, as transformers decides: those `layer_types` names 'sliding_attention'; else Mistral's every layer when sliding_window is not null; else by Qwen2Config's rule, every layer i >= max_window_layers when use_sliding_window and sliding_window is not null."
     if hf.get('layer_types') is not None: return [i for i, t in enumerate(hf['layer_types']) if t == 'sliding_attention'], "layer_types says 'sliding_attention'"
-    if family == 'mistral': return (list(range(hf['num_hidden_layers'])) if hf.get('sliding_window', 4096) is not None else []), 'sliding_window is set'   # 4096: MistralConfig's default
+    if family in ('mistral', 'phi3'):                                       # every layer when there is a window; 4096: MistralConfig's default, None: Phi3Config's
+        return (list(range(hf['num_hidden_layers'])) if hf.get('sliding_window', 4096 if family == 'mistral' else None) is not None else []), 'sliding_window is set'
     if family not in ('qwen2', 'qwen3') or not hf.get('use_sliding_window') or ('sliding_window' in hf and hf['sliding_window'] is None): return [], ''
     first = hf.get('max_window_layers', 28)                                 # 28: Qwen2Config's and Qwen3Config's default
     return list(range(first, hf['num_hidden_layers'])), f"use_sliding_window=True and max_window_layers={first}"
@@ -78,7 +81,7 @@ def _window(hf: dict, family: str) -> Tuple[Optional[int], Optional[list]]:
     return w, None if layers == list(range(hf['num_hidden_layers'])) else layers
 
 def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
-    "The `GPTConfig` of a Llama, Qwen2, Qwen3 or Mistral config (config.json as a dict; `family` a key of `FAMILIES`); a `ValueError` naming a field the course's GPT cannot express."
+    "The `GPTConfig` of a Llama, Qwen2, Qwen3, Mistral or Phi-3 config (config.json as a dict; `family` a key of `FAMILIES`); a `ValueError` naming a field the course's GPT cannot express."
     name = FAMILIES[family][0]
     if hf.get('model_type', family) != family:
         other = f"; from_{hf['model_type']} reads that one" if hf['model_type'] in FAMILIES else ''
@@ -96,14 +99,15 @@ def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
     if head_dim is None and d % H: raise ValueError(f"hidden_size={d} is not a multiple of num_attention_heads={H}, and the config gives no head_dim")
     window, window_layers = _window(hf, family)
     if hf.get('pretraining_tp', 1) != 1: raise ValueError(f"pretraining_tp={hf['pretraining_tp']}: only 1 (one matrix product per projection) is implemented")
-    biases = _QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family == 'mistral' else dict(qkv_bias=hf.get('attention_bias', False), out_bias=hf.get('attention_bias', False),
+    if hf.get('partial_rotary_factor', 1.0) != 1.0: raise ValueError(f"partial_rotary_factor={hf['partial_rotary_factor']}: the course rotates every feature pair")
+    biases = _QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in ('mistral', 'phi3') else dict(qkv_bias=hf.get('attention_bias', False), out_bias=hf.get('attention_bias', False),
                                                           ff_bias=hf.get('mlp_bias', False))   # Llama's and Qwen3's: from the config
     base, scaling = _rope(hf)
     return GPTConfig(hf['vocab_size'], hf['max_position_embeddings'], d, H, hf['num_hidden_layers'], hf['intermediate_size'], 0.0,
-                     'rope', 'swiglu', hf.get('rms_norm_eps', 1e-6), 'rms', hf.get('num_key_value_heads') or H, base,
+                     'rope', 'swiglu', hf.get('rms_norm_eps', _EPS.get(family, 1e-6)), 'rms', hf.get('num_key_value_heads') or H, base,
                      tie_embeddings=hf.get('tie_word_embeddings', False), rope_scaling=scaling,
                      sliding_window=window, sliding_layers=window_layers, head_dim=None if head_dim is None or head_dim * H == d else head_dim,
-                     qk_norm=family == 'qwen3', **biases)
+                     qk_norm=family in ('qwen3', 'olmo2'), qk_norm_per_head=family != 'olmo2', norm_output=family == 'olmo2', **biases)
 
 # %% ../nbs/17c_llama.ipynb #0b0105fc
 def _head_rows(num_heads: int, d_head: int) -> torch.Tensor:
@@ -124,15 +128,17 @@ def _llama_names(model: GPT) -> Dict[str, Tuple[torch.Tensor, Optional[torch.Ten
             key = p + (theirs if theirs.startswith('mlp') else 'self_attn.' + theirs)
             names[key + '.weight'] = (lin.weight, rows)                       # q and k: rows reordered to the adjacent pairs
             if lin.bias is not None: names[key + '.bias'] = (lin.bias, rows)
-        if attn.q_norm is not None:                                           # Qwen3: one gain per feature of a head, in pairs too
-            for theirs, norm in (('q_norm', attn.q_norm), ('k_norm', attn.k_norm)): names[f'{p}self_attn.{theirs}.weight'] = (norm.weight, rope_permutation(d_head))
-        names[p + 'input_layernorm.weight'] = (layer.sublayers[0].norm.weight, None)
-        names[p + 'post_attention_layernorm.weight'] = (layer.sublayers[1].norm.weight, None)
+        if attn.q_norm is not None:                  # one gain per feature, in the pairs' order too: of a head (Qwen3) or of all heads (OLMo 2)
+            rows = (rope_permutation(d_head), rope_permutation(d_head)) if c.qk_norm_per_head else (q_rows, kv_rows)
+            for theirs, norm, r in (('q_norm', attn.q_norm, rows[0]), ('k_norm', attn.k_norm, rows[1])): names[f'{p}self_attn.{theirs}.weight'] = (norm.weight, r)
+        before, after = ('post_attention_layernorm', 'post_feedforward_layernorm') if c.norm_output else ('input_layernorm', 'post_attention_layernorm')
+        names[p + before + '.weight'] = (layer.sublayers[0].norm.weight, None)   # the attention's norm
+        names[p + after + '.weight'] = (layer.sublayers[1].norm.weight, None)    # the feed-forward's
     return names
 
 @torch.no_grad()
 def load_llama_state(model: GPT, state: Dict[str, torch.Tensor]) -> GPT:
-    "Copy a Llama, Qwen2, Qwen3 or Mistral state dict into a Llama-style `model`, every tensor checked first; the query and key rows of each head reordered from halves to adjacent pairs."
+    "Copy a Llama, Qwen2, Qwen3 or Mistral state dict (Phi-3's once its fused projections are split) into a Llama-style `model`, every tensor checked first; the query and key rows of each head reordered from halves to adjacent pairs."
     names = _llama_names(model)
     extra = [k for k in state if k not in names and not k.endswith('rotary_emb.inv_freq')         # a buffer of old checkpoints, recomputed here
              and not (k == 'lm_head.weight' and model.config.tie_embeddings)]                     # a tied model's state_dict() holds it: checked below
@@ -148,10 +154,42 @@ def load_llama_state(model: GPT, state: Dict[str, torch.Tensor]) -> GPT:
     for name, (ours, rows) in names.items(): ours.copy_(state[name] if rows is None else state[name][rows])
     return model
 
+def _unfused(state: Dict[str, torch.Tensor], hf: dict) -> Dict[str, torch.Tensor]:
+    "Phi-3's fused projections under Llama's names, as views (no copy): each layer's qkv_proj split into q_proj, k_proj and v_proj (its rows in that order), its gate_up_proj into gate_proj and up_proj (the gate's rows first)."
+    H = hf['num_attention_heads']
+    q = H * (hf.get('head_dim') or hf['hidden_size'] // H)                  # rows of queries, then kv of keys and kv of values
+    kv = q // H * (hf.get('num_key_value_heads') or H)
+    out = {}
+    for name, t in state.items():
+        if name.endswith('self_attn.qkv_proj.weight'):
+            if t.shape[0] != q + 2 * kv: raise ValueError(f"tensor {name!r} has {t.shape[0]} rows, expected {q + 2 * kv} from the config: {q} of queries, {kv} of keys, {kv} of values")
+            p = name[:-len('qkv_proj.weight')]
+            out[p + 'q_proj.weight'], out[p + 'k_proj.weight'], out[p + 'v_proj.weight'] = t.split([q, kv, kv])
+        elif name.endswith('mlp.gate_up_proj.weight'):
+            if t.shape[0] != 2 * hf['intermediate_size']: raise ValueError(f"tensor {name!r} has {t.shape[0]} rows, expected 2 x intermediate_size = {2 * hf['intermediate_size']}")
+            p = name[:-len('gate_up_proj.weight')]
+            out[p + 'gate_proj.weight'], out[p + 'up_proj.weight'] = t.chunk(2)
+        else: out[name] = t
+    return out
+
+def _fused(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    "Llama's names back to Phi-3's fused projections: the inverse of `_unfused`."
+    out = {}
+    for name, t in state.items():
+        if name.endswith('self_attn.q_proj.weight'):
+            p = name[:-len('q_proj.weight')]
+            out[p + 'qkv_proj.weight'] = torch.cat([t, state[p + 'k_proj.weight'], state[p + 'v_proj.weight']])
+        elif name.endswith('mlp.gate_proj.weight'):
+            p = name[:-len('gate_proj.weight')]
+            out[p + 'gate_up_proj.weight'] = torch.cat([t, state[p + 'up_proj.weight']])
+        elif not name.endswith(('self_attn.k_proj.weight', 'self_attn.v_proj.weight', 'mlp.up_proj.weight')): out[name] = t
+    return out
+
 def _from(source, config, family):
-    "A `GPT` in eval mode holding a Llama, Qwen2, Qwen3 or Mistral model from any of the sources `from_llama` takes."
+    "A `GPT` in eval mode holding a Llama, Qwen2, Qwen3, Mistral or Phi-3 model from any of the sources `from_llama` takes."
     hf, state = _foreign_source(source, config, FAMILIES[family][0])
     model = GPT.from_config(llama_config(hf, family))
+    if family == 'phi3': state = _unfused(state, hf)
     emb = state.get('model.embed_tokens.weight')
     if emb is not None and emb.is_floating_point(): model.to(emb.dtype)   # bfloat16 weights stay bfloat16, float64 stay float64
     model = load_llama_state(model, state).eval()
@@ -177,20 +215,30 @@ def from_qwen3(source, config: Optional[Union[dict, object]] = None) -> GPT:
     "A `GPT` in eval mode with a Qwen3 model's weights (each head's queries and keys RMS-normed before RoPE, a head width of its own), from the sources `from_llama` takes."
     return _from(source, config, 'qwen3')
 
+def from_phi3(source, config: Optional[Union[dict, object]] = None) -> GPT:
+    "A `GPT` in eval mode with a Phi-3 model's weights (Llama's block with the query, key and value projections stored as one matrix, the gate and up projections as another), from the sources `from_llama` takes."
+    return _from(source, config, 'phi3')
+
+def from_olmo2(source, config: Optional[Union[dict, object]] = None) -> GPT:
+    "A `GPT` in eval mode with an OLMo 2 model's weights (each sublayer's output normed rather than its input; one norm over all the queries' features and one over the keys'), from the sources `from_llama` takes."
+    return _from(source, config, 'olmo2')
+
 
 # %% ../nbs/17c_llama.ipynb #e8de68c8
 def _check_exportable(c: GPTConfig, family: str):
     "Raise a `ValueError` naming the first choice of `c` that the family's architecture cannot hold."
     name = FAMILIES[family][0]
     want = {'norm': 'rms', 'activation': 'swiglu', 'positions': 'rope'}
-    want.update(_QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family == 'mistral' else
-                {'out_bias': c.qkv_bias, 'ff_bias': False if family == 'qwen3' else c.ff_bias})
-    want['qk_norm'] = family == 'qwen3'                                    # Qwen3 norms each head's queries and keys, the others never
+    want.update(_QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in ('mistral', 'phi3') else
+                {'out_bias': c.qkv_bias, 'ff_bias': False if family in ('qwen3', 'olmo2') else c.ff_bias})
+    want['qk_norm'] = family in ('qwen3', 'olmo2')                         # Qwen3 norms each head's queries and keys, OLMo 2 all at once
+    want['qk_norm_per_head'] = family != 'olmo2'
+    want['norm_output'] = family == 'olmo2'                                # OLMo 2 norms each sublayer's output, the others its input
     if c.sliding_window is not None and family == 'llama':
         raise ValueError(f"sliding_window={c.sliding_window}: Llama's block reads the whole context; write this GPT as Mistral (to_mistral)")
     slides = [i for i in range(c.num_layers) if c.sliding_layers is None or i in c.sliding_layers] if c.sliding_window else []
-    if family == 'mistral' and slides and len(slides) != c.num_layers:
-        raise ValueError(f"sliding_layers={c.sliding_layers}: Mistral slides every layer or none (Qwen2 slides the last ones: to_qwen2)")
+    if family in ('mistral', 'phi3') and slides and len(slides) != c.num_layers:
+        raise ValueError(f"sliding_layers={c.sliding_layers}: {name} slides every layer or none (Qwen2 slides the last ones: to_qwen2)")
     if family in ('qwen2', 'qwen3') and slides and slides != list(range(slides[0], c.num_layers)):
         raise ValueError(f"sliding_layers={c.sliding_layers}: {name} slides the layers from max_window_layers on, a run to the last one")
     for field, value in want.items():
@@ -208,18 +256,20 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike], family: str = 'llama')
     state = {}
     for name, (ours, rows) in _llama_names(model).items():
         state[name] = ours.detach() if rows is None else ours.detach()[rows.argsort()]   # argsort: the inverse reordering
+    if family == 'phi3': state = _fused(state)
     dtype = str(model.embed.weight.dtype).replace('torch.', '')
     hf = {'model_type': family, 'architectures': [FAMILIES[family][1]], 'vocab_size': c.vocab_size, 'hidden_size': c.d_model,
           'intermediate_size': c.d_ff, 'num_hidden_layers': c.num_layers, 'num_attention_heads': c.num_heads,
           'num_key_value_heads': c.num_kv_heads or c.num_heads, 'head_dim': c.head_dim or c.d_model // c.num_heads, 'hidden_act': 'silu',
           'max_position_embeddings': c.max_len, 'rms_norm_eps': c.layer_norm_eps, 'rope_theta': c.rope_base, 'rope_scaling': c.rope_scaling,
           'rope_parameters': {'rope_type': 'default', **(c.rope_scaling or {}), 'rope_theta': c.rope_base}, 'tie_word_embeddings': c.tie_embeddings,
-          'attention_dropout': 0.0, 'bos_token_id': None, 'eos_token_id': None, 'torch_dtype': dtype, 'dtype': dtype}
+          'attention_dropout': 0.0, 'bos_token_id': None, 'eos_token_id': None, 'pad_token_id': None, 'torch_dtype': dtype, 'dtype': dtype}
     source = getattr(model, 'source_config', None) or {}                  # a model read from a folder: its ids and other keys kept
     if source.get('model_type') == family:
         hf.update({k: v for k, v in source.items() if k in _KEPT or (k not in hf and k not in _DROPPED)})
     if family == 'llama': hf.update(attention_bias=c.qkv_bias, mlp_bias=c.ff_bias)
-    elif family == 'mistral': hf.update(sliding_window=c.sliding_window)
+    elif family in ('mistral', 'phi3'): hf.update(sliding_window=c.sliding_window)
+    elif family == 'olmo2': hf.update(attention_bias=c.qkv_bias)
     else:                                                                 # Qwen2's and Qwen3's rule for the windows
         if family == 'qwen3': hf.update(attention_bias=c.qkv_bias)
         slides = [i for i in range(c.num_layers) if c.sliding_layers is None or i in c.sliding_layers] if c.sliding_window else []
@@ -247,6 +297,14 @@ def to_qwen3(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
     "Write a Qwen3-style `GPT` (q/k norms; a head width of its own where it has one) as a folder that `transformers`' `Qwen3ForCausalLM.from_pretrained` loads."
     return to_llama(model, folder, 'qwen3')
 
+def to_phi3(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
+    "Write a Llama-style `GPT` without biases (with or without a sliding window over every layer) as a folder that `transformers`' `Phi3ForCausalLM.from_pretrained` loads: its projections fused as Phi-3 stores them."
+    return to_llama(model, folder, 'phi3')
+
+def to_olmo2(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
+    "Write an OLMo 2-style `GPT` (norm_output; q/k norms over all heads at once) as a folder that `transformers`' `Olmo2ForCausalLM.from_pretrained` loads."
+    return to_llama(model, folder, 'olmo2')
+
 # %% ../nbs/17c_llama.ipynb #77a3f295
 def generation_settings(folder: Union[str, os.PathLike]) -> dict:
     "A model folder's generation_config.json as `generate`'s arguments (eos_id, pad_id, temperature: 0 unless do_sample, top_k, top_p, repetition_penalty) and max_new_tokens, with config.json's end and pad ids where it names none, and transformers' defaults for absent keys."
@@ -271,7 +329,7 @@ class OpenModel:
     settings: dict
 
 def load_open_model(source: Union[str, os.PathLike]) -> OpenModel:
-    "The Llama, Qwen2, Qwen3 or Mistral model, tokenizer and generation settings of a folder (or Hub id) holding config.json, the weights, tokenizer.json and its config."
+    "The Llama, Qwen2, Qwen3, Mistral or Phi-3 model, tokenizer and generation settings of a folder (or Hub id) holding config.json, the weights, tokenizer.json and its config."
     from transformer_tutorial.hub_tokenizer import HubTokenizer
     folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(_hub_folder(str(source)))
     if not (folder / CONFIG_NAME).is_file(): raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a model folder holds config.json, the weights and tokenizer.json")

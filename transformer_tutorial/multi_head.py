@@ -59,9 +59,10 @@ def repeat_kv(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     return x if x.size(1) == num_heads else x.repeat_interleave(num_heads // x.size(1), dim=1)
 
 class MultiHeadAttention(nn.Module):
-    "Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o`; `mask` is boolean, True = may attend. Two switches of later families (chapter 17c): `head_dim`, a head width of its own (default d_model / num_heads), and `qk_norm`, a norm (made by `qk_norm(d_head)`) of each head's queries and keys."
+    "Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o`; `mask` is boolean, True = may attend. Switches of later families (chapter 17c): `head_dim`, a head width of its own (default d_model / num_heads), and `qk_norm`, a norm (made by `qk_norm(d_head)`) of each head's queries and keys, or with `qk_norm_per_head=False` one over all the queries' features and one over all the keys' (`qk_norm(H d_head)`, `qk_norm(H_kv d_head)`)."
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True, num_kv_heads: Optional[int] = None,
-                 out_bias: Optional[bool] = None, head_dim: Optional[int] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None):
+                 out_bias: Optional[bool] = None, head_dim: Optional[int] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None,
+                 qk_norm_per_head: bool = True):
         super().__init__()
         if head_dim is None: _check_heads(d_model, num_heads)
         else: _check_positive_int('num_heads', num_heads); _check_positive_int('head_dim', head_dim)
@@ -73,15 +74,20 @@ class MultiHeadAttention(nn.Module):
         self.w_k = nn.Linear(d_model, d_kv, bias=bias)
         self.w_v = nn.Linear(d_model, d_kv, bias=bias)
         self.w_o = nn.Linear(d_q, d_model, bias=bias if out_bias is None else out_bias)
-        self.q_norm, self.k_norm = (qk_norm(self.d_head), qk_norm(self.d_head)) if qk_norm else (None, None)
+        self.qk_norm_per_head = qk_norm_per_head
+        widths = (self.d_head, self.d_head) if qk_norm_per_head else (d_q, d_kv)   # Qwen3's norms; OLMo 2's
+        self.q_norm, self.k_norm = (qk_norm(widths[0]), qk_norm(widths[1])) if qk_norm else (None, None)
         self.dropout = nn.Dropout(dropout)
 
     def project(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        "The heads: q (B, H, Lq, d_head), k and v (B, H_kv, Lk, d_head), each head's q and k normed where `qk_norm` was given."
-        q = split_heads(self.w_q(query), self.num_heads)     # (B, H, Lq, d_head)
-        k = split_heads(self.w_k(key), self.num_kv_heads)    # (B, H_kv, Lk, d_head); H_kv = H unless grouped
+        "The heads: q (B, H, Lq, d_head), k and v (B, H_kv, Lk, d_head), q and k normed where `qk_norm` was given."
+        q, k = self.w_q(query), self.w_k(key)                # (B, Lq, H d_head), (B, Lk, H_kv d_head)
+        whole = self.q_norm is not None and not self.qk_norm_per_head
+        if whole: q, k = self.q_norm(q), self.k_norm(k)      # one norm over all the heads' features
+        q = split_heads(q, self.num_heads)                   # (B, H, Lq, d_head)
+        k = split_heads(k, self.num_kv_heads)                # (B, H_kv, Lk, d_head); H_kv = H unless grouped
         v = split_heads(self.w_v(value), self.num_kv_heads)  # (B, H_kv, Lk, d_head)
-        if self.q_norm is not None: q, k = self.q_norm(q), self.k_norm(k)
+        if self.q_norm is not None and not whole: q, k = self.q_norm(q), self.k_norm(k)   # each head's own
         return q, k, v
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None,
