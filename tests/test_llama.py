@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from transformer_tutorial.gpt import GPT, GPTConfig, gpt_parameter_count, gpt_flops_per_token
-from transformer_tutorial.llama import LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_mistral, from_qwen2, from_qwen3, from_phi3, from_olmo2, to_llama, to_mistral, to_qwen2, to_qwen3, to_phi3, to_olmo2, _llama_names
+from transformer_tutorial.llama import FAMILIES, LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_mistral, from_qwen2, from_qwen3, from_phi3, from_olmo2, from_mixtral, from_qwen3_moe, to_llama, to_mistral, to_qwen2, to_qwen3, to_phi3, to_olmo2, to_mixtral, to_qwen3_moe, _llama_names
 from transformer_tutorial.sampling import generate, gpt_decode_step
 from transformer_tutorial.decoding import KVCache
 from transformer_tutorial.training import record_attention
 from transformer_tutorial.model_files import ModelFileError
 
 transformers = pytest.importorskip('transformers')  # a test dependency (settings.ini dev_requirements), never a runtime one
-from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Phi3Config, Phi3ForCausalLM, Olmo2Config, Olmo2ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Phi3Config, Phi3ForCausalLM, Olmo2Config, Olmo2ForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 SIZES = [  # family, width, heads, key/value heads, blocks, feed-forward, theta, eps, tied, extra config
     ('llama', 48, 6, 2, 3, 80, 5000.0, 1e-5, False, {}),
@@ -57,10 +57,10 @@ def float64_internals(model, theta):
     return model
 
 
-LOAD = {'llama': from_llama, 'qwen2': from_qwen2, 'mistral': from_mistral, 'qwen3': from_qwen3, 'phi3': from_phi3, 'olmo2': from_olmo2}
-WRITE = {'llama': to_llama, 'qwen2': to_qwen2, 'mistral': to_mistral, 'qwen3': to_qwen3, 'phi3': to_phi3, 'olmo2': to_olmo2}
-MODEL = {'llama': LlamaForCausalLM, 'qwen2': Qwen2ForCausalLM, 'mistral': MistralForCausalLM, 'qwen3': Qwen3ForCausalLM, 'phi3': Phi3ForCausalLM, 'olmo2': Olmo2ForCausalLM}
-CONFIG = {'llama': LlamaConfig, 'qwen2': Qwen2Config, 'mistral': MistralConfig, 'qwen3': Qwen3Config, 'phi3': Phi3Config, 'olmo2': Olmo2Config}
+LOAD = {'llama': from_llama, 'qwen2': from_qwen2, 'mistral': from_mistral, 'qwen3': from_qwen3, 'phi3': from_phi3, 'olmo2': from_olmo2, 'mixtral': from_mixtral, 'qwen3_moe': from_qwen3_moe}
+WRITE = {'llama': to_llama, 'qwen2': to_qwen2, 'mistral': to_mistral, 'qwen3': to_qwen3, 'phi3': to_phi3, 'olmo2': to_olmo2, 'mixtral': to_mixtral, 'qwen3_moe': to_qwen3_moe}
+MODEL = {'llama': LlamaForCausalLM, 'qwen2': Qwen2ForCausalLM, 'mistral': MistralForCausalLM, 'qwen3': Qwen3ForCausalLM, 'phi3': Phi3ForCausalLM, 'olmo2': Olmo2ForCausalLM, 'mixtral': MixtralForCausalLM, 'qwen3_moe': Qwen3MoeForCausalLM}
+CONFIG = {'llama': LlamaConfig, 'qwen2': Qwen2Config, 'mistral': MistralConfig, 'qwen3': Qwen3Config, 'phi3': Phi3Config, 'olmo2': Olmo2Config, 'mixtral': MixtralConfig, 'qwen3_moe': Qwen3MoeConfig}
 IDX = torch.randint(0, 97, (3, 64), generator=torch.Generator().manual_seed(1))
 
 
@@ -286,6 +286,18 @@ OLMO2_7B = {"architectures": ["Olmo2ForCausalLM"], "attention_bias": False, "att
             "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "pad_token_id": 100277, "rms_norm_eps": 1e-06,
             "rope_scaling": None, "rope_theta": 500000, "tie_word_embeddings": False, "torch_dtype": "float32", "use_cache": True,
             "vocab_size": 100352}   # OLMo-2-1124-7B: each sublayer's output normed, q/k norms over all heads
+MIXTRAL_8X7B = {"architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+                "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mixtral",
+                "num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8,
+                "output_router_logits": False, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.02, "sliding_window": None,
+                "tie_word_embeddings": False, "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 32000}   # Mixtral-8x7B-v0.1
+QWEN3_30B_A3B = {"architectures": ["Qwen3MoeForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643,
+                 "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+                 "intermediate_size": 6144, "max_position_embeddings": 40960, "max_window_layers": 48, "mlp_only_layers": [], "model_type": "qwen3_moe",
+                 "moe_intermediate_size": 768, "norm_topk_prob": True, "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8,
+                 "num_hidden_layers": 48, "num_key_value_heads": 4, "output_router_logits": False, "rms_norm_eps": 1e-06, "rope_scaling": None,
+                 "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": None, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+                 "use_cache": True, "use_sliding_window": False, "vocab_size": 151936}   # Qwen3-30B-A3B: 128 experts of width 768, 8 per token
 QWEN25_05B_YARN = {**QWEN25_05B, "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}}  # the block Qwen2.5's model cards give for long texts
 
 
@@ -310,7 +322,11 @@ def test_published_configs_give_the_published_parameter_counts_and_llama_3_2s_sc
                                             ('Phi-3-mini-4k, heads shrunk', PHI3_MINI, dict(num_hidden_layers=2, vocab_size=1000, pad_token_id=None, hidden_size=96,
                                                                                             num_attention_heads=4, num_key_value_heads=4, intermediate_size=160)),
                                             ('OLMo-2-7B, heads shrunk', OLMO2_7B, dict(num_hidden_layers=2, vocab_size=1000, pad_token_id=None, hidden_size=96,
-                                                                                       num_attention_heads=4, num_key_value_heads=2, intermediate_size=160))])
+                                                                                       num_attention_heads=4, num_key_value_heads=2, intermediate_size=160)),
+                                            ('Mixtral-8x7B, shrunk', MIXTRAL_8X7B, dict(num_hidden_layers=2, vocab_size=1000, hidden_size=96, num_attention_heads=4,
+                                                                                      num_key_value_heads=2, intermediate_size=160)),
+                                            ('Qwen3-30B-A3B, shrunk', QWEN3_30B_A3B, dict(num_hidden_layers=2, vocab_size=1000, hidden_size=96, head_dim=32, num_experts=16,
+                                                                                          num_attention_heads=4, num_key_value_heads=2, moe_intermediate_size=48))])
 def test_published_configs_at_two_blocks_equal_transformers_with_and_without_the_cache(name, hf, shrink, tmp_path):
     "The published width, heads, key/value heads, RoPE base and epsilon; two blocks (and for Qwen2.5 a smaller vocabulary) to stay quick."
     family = hf['model_type']
@@ -747,3 +763,95 @@ def test_the_norms_placement_is_what_olmo2_computes():
     after(x, lambda y: seen.append(y) or y)
     assert torch.equal(seen[0], x)                                          # the sublayer reads x itself, not a normed x
     torch.testing.assert_close(after(x, lambda y: y) - x, RMSNorm(8)(x))   # what it adds is normed
+
+
+@pytest.mark.parametrize('hf,total,active', [(MIXTRAL_8X7B, 46_702_792_704, 12_879_925_248), (QWEN3_30B_A3B, 30_532_122_624, 3_353_032_704)],
+                         ids=['Mixtral-8x7B', 'Qwen3-30B-A3B'])
+def test_mixtures_published_configs_give_transformers_count_and_the_active_parameters_of_their_names(hf, total, active):
+    "Mixtral-8x7B: 47B parameters, 13B used per token (its paper); Qwen3-30B-A3B: 30.5B, 3.3B active (its name). The count is transformers'."
+    family = hf['model_type']
+    ours = llama_config(hf, family)
+    with torch.device('meta'): theirs = MODEL[family](CONFIG[family](**hf))
+    assert gpt_parameter_count(ours) == sum(p.numel() for p in theirs.parameters()) == total
+    unused = ours.num_layers * (ours.num_experts - ours.experts_per_token) * 3 * ours.d_model * ours.d_ff
+    assert total - unused == active and ours.renormalize_experts
+
+
+def _random_moe(family, seed=0, **options):
+    torch.manual_seed(seed)
+    hf = dict(model_type=family, vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2,
+              num_experts_per_tok=2, max_position_embeddings=64, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+              **({'num_local_experts': 4} if family == 'mixtral' else {'num_experts': 4, 'moe_intermediate_size': 24, 'head_dim': 8}))
+    hf.update(options)
+    theirs = MODEL[family](CONFIG[family](**hf)).eval()
+    with torch.no_grad():
+        for p in theirs.parameters(): p.add_(0.1 * torch.randn_like(p))
+    return hf, theirs
+
+
+@pytest.mark.parametrize('family,options', [('mixtral', {}), ('mixtral', {'sliding_window': 7}), ('qwen3_moe', {'norm_topk_prob': False}),
+                                            ('qwen3_moe', {'norm_topk_prob': True})], ids=['mixtral', 'mixtral-window-7', 'qwen3_moe', 'qwen3_moe-renormalized'])
+def test_mixtures_equal_transformers_with_the_cache_and_round_trip(family, options, tmp_path):
+    "Each token's experts chosen as transformers chooses them: logits, 40 greedy tokens with and without the cache, the Hub's per-expert names written back."
+    hf, theirs = _random_moe(family, **options)
+    ours = LOAD[family](theirs)                                              # transformers 5's 3-D expert tensors, split by expert
+    assert ours.config.num_experts == 4 and ours.config.renormalize_experts == (family == 'mixtral' or options['norm_topk_prob'])
+    with torch.no_grad(): assert (ours(IDX) - theirs(IDX).logits).abs().max() < 1e-5
+    prompt = torch.randint(0, 97, (2, 10), generator=torch.Generator().manual_seed(2))
+    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=40, do_sample=False)
+    for use_cache in (True, False): assert torch.equal(generate(ours, prompt, 40, temperature=0, use_cache=use_cache), want)
+    WRITE[family](ours, tmp_path)
+    from safetensors.torch import load_file
+    names = set(load_file(tmp_path / 'model.safetensors'))
+    assert ('model.layers.1.block_sparse_moe.experts.3.w2.weight' if family == 'mixtral' else 'model.layers.1.mlp.experts.3.down_proj.weight') in names
+    back = MODEL[family].from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.equal(back(IDX).logits, theirs(IDX).logits)
+        assert torch.equal(LOAD[family](str(tmp_path))(IDX), ours(IDX))  # the Hub's names read back
+
+
+@pytest.mark.parametrize('family', ['mixtral', 'qwen3_moe'])
+def test_tied_router_scores_choose_the_experts_transformers_chooses(family):
+    "Two experts with the same router row tie on every token; top-1 and top-2 pick the same of them on both sides."
+    for k in (1, 2):
+        hf, theirs = _random_moe(family, seed=3, num_experts_per_tok=k)
+        with torch.no_grad():
+            for layer in theirs.model.layers: layer.mlp.gate.weight[1] = layer.mlp.gate.weight[0]
+        ours = LOAD[family](theirs)
+        _, chosen = ours.layers[0].feed_forward.route(torch.randn(64, 48))
+        assert ((chosen[:, 0] == 0) | (chosen[:, 0] == 1)).any()              # the tie is at the top for some tokens
+        with torch.no_grad(): assert (ours(IDX) - theirs(IDX).logits).abs().max() < 1e-5
+
+
+def test_what_a_mixture_cannot_be_is_named(tmp_path):
+    base = dict(model_type='qwen3_moe', vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=6,
+                max_position_embeddings=64, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, head_dim=8)
+    with pytest.raises(ValueError, match=r"num_experts_per_tok=5 but num_experts=4: a token cannot run more experts than there are"):
+        llama_config({**base, 'num_experts_per_tok': 5}, 'qwen3_moe')
+    with pytest.raises(ValueError, match=r"mlp_only_layers=\[1\]: the course makes every layer a mixture of experts"):
+        llama_config({**base, 'mlp_only_layers': [1]}, 'qwen3_moe')
+    with pytest.raises(ValueError, match=r"the Qwen3-MoE config lacks moe_intermediate_size"):
+        llama_config({k: v for k, v in base.items() if k != 'moe_intermediate_size'}, 'qwen3_moe')
+    moe = GPT(97, 64, 48, 4, 1, 80, num_experts=4, **LLAMA_BLOCK)
+    with pytest.raises(ValueError, match=r"num_experts=4: Llama's feed-forward is one SwiGLU, not a mixture; .*\(write a mixture as Mixtral or Qwen3-MoE\)"):
+        to_llama(moe, tmp_path / 'llama')
+    with pytest.raises(ValueError, match=r"renormalize_experts=False: Mixtral's block has renormalize_experts=True"):
+        to_mixtral(GPT(97, 64, 48, 4, 1, 80, num_experts=4, renormalize_experts=False, **LLAMA_BLOCK), tmp_path / 'mixtral')
+    with pytest.raises(ValueError, match=r"num_experts=4: the experts are SwiGLU feed-forwards; set activation='swiglu'"):
+        GPT(97, 64, 48, 4, 1, 80, num_experts=4)
+
+
+def test_the_shipped_published_configs_cover_every_family_and_count_as_transformers_builds():
+    "Chapter 17e's table reads these: each family the course loads appears, and each model's size is what transformers builds from the same file."
+    from transformer_tutorial.open_models import published_configs, family_switches
+    configs = published_configs()
+    assert len(configs) == 9 and {hf['model_type'] for hf in configs.values()} == set(FAMILIES)
+    for name, hf in configs.items():
+        family = hf['model_type']
+        with torch.device('meta'): theirs = MODEL[family](CONFIG[family](**hf))
+        row = family_switches(hf)
+        assert row['parameters'].startswith(f"{sum(p.numel() for p in theirs.parameters()) / 1e9:.2f}B"), (name, row)
+        assert row['family'] == FAMILIES[family][0]
+    assert family_switches(configs['OLMo-2-1124-7B'])['norm'] == "RMSNorm on each sublayer's output"
+    assert family_switches(configs['Mixtral-8x7B-v0.1'])['feed-forward'] == "8 SwiGLU experts of 14,336, 2 per token"
+    assert family_switches(configs['Mistral-7B-v0.1'])['window'] == "4,096 in every layer"

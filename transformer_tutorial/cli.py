@@ -90,16 +90,18 @@ def _parser():
     g = sub.add_parser('generate', help='continue a prompt with a trained language model (--task shakespeare) or an open model\'s folder')
     which = g.add_mutually_exclusive_group(required=True)
     which.add_argument('--checkpoint', help='a model folder written by `train --task shakespeare`')
-    which.add_argument('--model', help='a Llama, Qwen2, Qwen3, Mistral or Phi-3 folder as the Hub serves it (config.json, safetensors, tokenizer.json), or its '
-                       'Hub id; its generation_config.json gives the settings the options below do not; or a Llama GGUF file (FILE.gguf)')
+    which.add_argument('--model', help='a Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3 or OLMo 2 folder as the Hub '
+                       'serves it (config.json, safetensors, tokenizer.json), or its Hub id; its generation_config.json gives the '
+                       'settings the options below do not; or a Llama GGUF file (FILE.gguf)')
     g.add_argument('--prompt', required=True, help='the text to continue, e.g. "ROMEO:"')
     g.add_argument('--max-new-tokens', type=_positive_int, default=None, metavar='N', help='tokens to add (characters, or subwords) '
                    "(default: as many as the model's context holds after the prompt; --model: the folder's, or 256)")
     g.add_argument('--slide', action=argparse.BooleanOptionalAction, default=True, help="past the model's context, go on with each "
                    "token predicted from the last context-many tokens (the default; --no-slide stops at the context instead)")
     h = sub.add_parser('chat', help="talk with an instruction-tuned open model's folder, through its chat template")
-    h.add_argument('--model', required=True, help='a Llama, Qwen2, Qwen3, Mistral or Phi-3 folder as the Hub serves it, with the chat template in its '
-                   'tokenizer_config.json (or chat_template.jinja), or its Hub id; or a Llama GGUF file (FILE.gguf)')
+    h.add_argument('--model', required=True, help='a Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3 or OLMo 2 folder '
+                   'as the Hub serves it, with the chat template in its tokenizer_config.json (or chat_template.jinja), '
+                   'or its Hub id; or a Llama GGUF file (FILE.gguf)')
     h.add_argument('--system', default=None, help='a system message to start the conversation with')
     h.add_argument('--message', default=None, help='one message: print the reply and stop (default: read a message per line from '
                    'the standard input until it ends)')

@@ -19,7 +19,7 @@ from .positional import PositionalEncoding
 from .positions import LearnedPositionalEmbedding, PositionalSelfAttention
 from .multi_head import MultiHeadAttention
 from .feed_forward import ACTIVATIONS, PositionwiseFeedForward
-from .modern_blocks import RMSNorm, SwiGLUFeedForward
+from .modern_blocks import RMSNorm, SwiGLUFeedForward, MoEFeedForward
 from .layers import EncoderLayer
 from .model import DictConfig
 from .layer_norm import LayerNorm
@@ -55,6 +55,9 @@ class GPTConfig(DictConfig):
     qk_norm: bool = False        # each head's queries and keys normed (the block's norm) before RoPE: Qwen3
     qk_norm_per_head: bool = True  # with qk_norm: False norms all the queries' features at once, and all the keys': OLMo 2
     norm_output: bool = False    # each sublayer's output normed before the residual adds it, its input not: OLMo 2
+    num_experts: int = 0         # above 0: each feed-forward a mixture of that many SwiGLU experts of width d_ff (Mixtral, Qwen3-MoE)
+    experts_per_token: int = 2   # the experts each token runs, with num_experts
+    renormalize_experts: bool = True  # the chosen experts' router weights divided by their sum (Mixtral's)
 
 # %% ../nbs/17_gpt.ipynb #d08eb390
 def _check_choice(name, value, choices):
@@ -85,7 +88,8 @@ class GPT(nn.Module):
                  layer_norm_eps: float = 1e-5, norm: str = 'layer', num_kv_heads: Optional[int] = None, rope_base: float = 10000.0,
                  qkv_bias: bool = True, out_bias: bool = True, ff_bias: bool = True, tie_embeddings: bool = True, rope_scaling: Optional[dict] = None,
                  sliding_window: Optional[int] = None, sliding_layers: Optional[list] = None, head_dim: Optional[int] = None, qk_norm: bool = False,
-                 qk_norm_per_head: bool = True, norm_output: bool = False):
+                 qk_norm_per_head: bool = True, norm_output: bool = False, num_experts: int = 0, experts_per_token: int = 2,
+                 renormalize_experts: bool = True):
         super().__init__()
         _check_choice('positions', positions, POSITIONS); _check_choice('norm', norm, NORMS)
         _check_choice('activation', activation, (*ACTIVATIONS, 'swiglu'))
@@ -94,7 +98,7 @@ class GPT(nn.Module):
         self.config = GPTConfig(vocab_size, max_len, d_model, num_heads, num_layers, d_ff, dropout, positions, activation, layer_norm_eps,
                                 norm, num_kv_heads, rope_base, qkv_bias, out_bias, ff_bias, tie_embeddings, rope_scaling,
                                 sliding_window, None if sliding_layers is None else list(sliding_layers), head_dim, qk_norm,
-                                qk_norm_per_head, norm_output)
+                                qk_norm_per_head, norm_output, num_experts, experts_per_token, renormalize_experts)
         self.embed = nn.Embedding(vocab_size, d_model)                                  # E: (V, d_model), not scaled
         self.positions = (LearnedPositionalEmbedding(max_len, d_model, dropout) if positions == 'learned' else
                           PositionalEncoding(d_model, max_len, dropout) if positions == 'sinusoidal' else
@@ -105,7 +109,9 @@ class GPT(nn.Module):
             if positions == 'rope': return PositionalSelfAttention(d_model, num_heads, 'rope', dropout=dropout, bias=qkv_bias, base=rope_base,
                                                                    scaling=rope_scaling, **heads)
             return MultiHeadAttention(d_model, num_heads, dropout, qkv_bias, **heads)
+        if num_experts and activation != 'swiglu': raise ValueError(f"num_experts={num_experts}: the experts are SwiGLU feed-forwards; set activation='swiglu'")
         def feed_forward():
+            if num_experts: return MoEFeedForward(d_model, d_ff, num_experts, experts_per_token, renormalize_experts, dropout, ff_bias)
             if activation == 'swiglu': return SwiGLUFeedForward(d_model, d_ff, dropout, ff_bias)
             return PositionwiseFeedForward(d_model, d_ff, dropout, activation, ff_bias)
         make_norm = partial(LayerNorm if norm == 'layer' else RMSNorm, eps=layer_norm_eps)
@@ -116,8 +122,9 @@ class GPT(nn.Module):
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.apply(_init_gpt2)
         for layer in self.layers:  # the two projections that write into the residual stream, shrunk by √(2N) as in GPT-2
-            out = layer.feed_forward.w_down if activation == 'swiglu' else layer.feed_forward.w_2
-            for w in (layer.self_attn.w_o.weight, out.weight): nn.init.normal_(w, std=0.02 / math.sqrt(2 * num_layers))
+            ff = layer.feed_forward
+            outs = [e.w_down for e in ff.experts] if num_experts else [ff.w_down if activation == 'swiglu' else ff.w_2]
+            for w in (layer.self_attn.w_o.weight, *(o.weight for o in outs)): nn.init.normal_(w, std=0.02 / math.sqrt(2 * num_layers))
         if tie_embeddings: self.head.weight = self.embed.weight  # tied: one tensor, two uses
 
     @classmethod
@@ -154,6 +161,7 @@ def gpt_parameter_count(config: GPTConfig) -> int:
     attention = (2 * d * d_q + 2 * d * d_kv + (d_q + 2 * d_kv) * config.qkv_bias + d * config.out_bias  # W_Q, W_O; W_K, W_V; biases
                  + (2 * d_head if config.qk_norm_per_head else d_q + d_kv) * config.qk_norm * (2 if config.norm == 'layer' else 1))  # q, k norms
     feed_forward = (3 if gated else 2) * d * f + ((2 if gated else 1) * f + d) * config.ff_bias
+    if config.num_experts: feed_forward = config.num_experts * (feed_forward + d)   # E experts, and the router's column for each
     norm = (2 if config.norm == 'layer' else 1) * d                                # a gain, and LayerNorm's bias
     embeddings = V * d * (1 if config.tie_embeddings else 2) + (T * d if config.positions == 'learned' else 0)
     return embeddings + N * (attention + feed_forward + 2 * norm) + norm
@@ -165,6 +173,7 @@ def gpt_flops_per_token(config: GPTConfig, length: Optional[int] = None) -> int:
     d_q, d_kv = config.num_heads * d_head, (config.num_kv_heads or config.num_heads) * d_head
     L = config.max_len if length is None else length
     feed_forward = (3 if config.activation == 'swiglu' else 2) * d * f
+    if config.num_experts: feed_forward = config.experts_per_token * feed_forward + d * config.num_experts   # the chosen run; the router scores all
     return 2 * (N * (2 * d * d_q + 2 * d * d_kv + feed_forward) + V * d) + N * 4 * L * d_q
 
 # %% ../nbs/17_gpt.ipynb #3ac53f63

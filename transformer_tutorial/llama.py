@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['LLAMA_BLOCK', 'FAMILIES', 'llama_config', 'load_llama_state', 'from_llama', 'from_qwen2', 'from_mistral',
-           'from_qwen3', 'from_phi3', 'from_olmo2', 'to_llama', 'to_mistral', 'to_qwen2', 'to_qwen3', 'to_phi3',
-           'to_olmo2', 'generation_settings', 'OpenModel', 'load_open_model', 'complete', 'chat']
+           'from_qwen3', 'from_phi3', 'from_olmo2', 'from_mixtral', 'from_qwen3_moe', 'to_llama', 'to_mistral',
+           'to_qwen2', 'to_qwen3', 'to_phi3', 'to_olmo2', 'to_mixtral', 'to_qwen3_moe', 'generation_settings',
+           'OpenModel', 'load_open_model', 'complete', 'chat']
 
 # %% ../nbs/17c_llama.ipynb #5787a604
 import json, os, pathlib
@@ -25,7 +26,9 @@ LLAMA_BLOCK = dict(norm='rms', activation='swiglu', positions='rope', qkv_bias=F
 # %% ../nbs/17c_llama.ipynb #be08e6ae
 FAMILIES = {'llama': ('Llama', 'LlamaForCausalLM'), 'qwen2': ('Qwen2', 'Qwen2ForCausalLM'), 'mistral': ('Mistral', 'MistralForCausalLM'),
             'qwen3': ('Qwen3', 'Qwen3ForCausalLM'), 'phi3': ('Phi-3', 'Phi3ForCausalLM'),
-            'olmo2': ('OLMo 2', 'Olmo2ForCausalLM')}  # model_type: (name, transformers class)
+            'olmo2': ('OLMo 2', 'Olmo2ForCausalLM'), 'mixtral': ('Mixtral', 'MixtralForCausalLM'),
+            'qwen3_moe': ('Qwen3-MoE', 'Qwen3MoeForCausalLM')}  # model_type: (name, transformers class)
+_EXPERTS = {'mixtral': ('num_local_experts', 8), 'qwen3_moe': ('num_experts', 128)}   # the published key of the number of experts, and its default
 _QWEN2_BIASES = dict(qkv_bias=True, out_bias=False, ff_bias=False)      # fixed in Qwen2's code: q, k, v projections only
 _MISTRAL_BIASES = dict(qkv_bias=False, out_bias=False, ff_bias=False)  # fixed in Mistral's and Phi-3's code: none
 _EPS = {'phi3': 1e-5, 'olmo2': 1e-5}                                                   # rms_norm_eps when a config omits it (1e-6: the others')
@@ -65,10 +68,10 @@ def _check_types(hf: dict, name: str):
 def _sliding_layers(hf: dict, family: str) -> Tuple[list, str]:
     "The layers that attend through a sliding window and why, as transformers decides: those `layer_types` names 'sliding_attention'; else Mistral's every layer when sliding_window is not null; else by Qwen2Config's rule, every layer i >= max_window_layers when use_sliding_window and sliding_window is not null."
     if hf.get('layer_types') is not None: return [i for i, t in enumerate(hf['layer_types']) if t == 'sliding_attention'], "layer_types says 'sliding_attention'"
-    if family in ('mistral', 'phi3'):                                       # every layer when there is a window; 4096: MistralConfig's default, None: Phi3Config's
+    if family in ('mistral', 'phi3', 'mixtral'):                            # every layer when there is a window; 4096: MistralConfig's default, None: the others'
         return (list(range(hf['num_hidden_layers'])) if hf.get('sliding_window', 4096 if family == 'mistral' else None) is not None else []), 'sliding_window is set'
-    if family not in ('qwen2', 'qwen3') or not hf.get('use_sliding_window') or ('sliding_window' in hf and hf['sliding_window'] is None): return [], ''
-    first = hf.get('max_window_layers', 28)                                 # 28: Qwen2Config's and Qwen3Config's default
+    if family not in ('qwen2', 'qwen3', 'qwen3_moe') or not hf.get('use_sliding_window') or ('sliding_window' in hf and hf['sliding_window'] is None): return [], ''
+    first = hf.get('max_window_layers', 48 if family == 'qwen3_moe' else 28)   # Qwen3MoeConfig's default; Qwen2Config's and Qwen3Config's
     return list(range(first, hf['num_hidden_layers'])), f"use_sliding_window=True and max_window_layers={first}"
 
 def _window(hf: dict, family: str) -> Tuple[Optional[int], Optional[list]]:
@@ -81,7 +84,7 @@ def _window(hf: dict, family: str) -> Tuple[Optional[int], Optional[list]]:
     return w, None if layers == list(range(hf['num_hidden_layers'])) else layers
 
 def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
-    "The `GPTConfig` of a Llama, Qwen2, Qwen3, Mistral or Phi-3 config (config.json as a dict; `family` a key of `FAMILIES`); a `ValueError` naming a field the course's GPT cannot express."
+    "The `GPTConfig` of a config of any family of `FAMILIES` (config.json as a dict; `family` a key of `FAMILIES`); a `ValueError` naming a field the course's GPT cannot express."
     name = FAMILIES[family][0]
     if hf.get('model_type', family) != family:
         other = f"; from_{hf['model_type']} reads that one" if hf['model_type'] in FAMILIES else ''
@@ -100,14 +103,33 @@ def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
     window, window_layers = _window(hf, family)
     if hf.get('pretraining_tp', 1) != 1: raise ValueError(f"pretraining_tp={hf['pretraining_tp']}: only 1 (one matrix product per projection) is implemented")
     if hf.get('partial_rotary_factor', 1.0) != 1.0: raise ValueError(f"partial_rotary_factor={hf['partial_rotary_factor']}: the course rotates every feature pair")
-    biases = _QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in ('mistral', 'phi3') else dict(qkv_bias=hf.get('attention_bias', False), out_bias=hf.get('attention_bias', False),
+    experts = _experts(hf, family)
+    biases = _QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in ('mistral', 'phi3', 'mixtral') else dict(qkv_bias=hf.get('attention_bias', False), out_bias=hf.get('attention_bias', False),
                                                           ff_bias=hf.get('mlp_bias', False))   # Llama's and Qwen3's: from the config
     base, scaling = _rope(hf)
-    return GPTConfig(hf['vocab_size'], hf['max_position_embeddings'], d, H, hf['num_hidden_layers'], hf['intermediate_size'], 0.0,
+    d_ff = hf['moe_intermediate_size'] if family == 'qwen3_moe' else hf['intermediate_size']   # Qwen3-MoE's experts have a width of their own
+    return GPTConfig(hf['vocab_size'], hf['max_position_embeddings'], d, H, hf['num_hidden_layers'], d_ff, 0.0,
                      'rope', 'swiglu', hf.get('rms_norm_eps', _EPS.get(family, 1e-6)), 'rms', hf.get('num_key_value_heads') or H, base,
                      tie_embeddings=hf.get('tie_word_embeddings', False), rope_scaling=scaling,
                      sliding_window=window, sliding_layers=window_layers, head_dim=None if head_dim is None or head_dim * H == d else head_dim,
-                     qk_norm=family in ('qwen3', 'olmo2'), qk_norm_per_head=family != 'olmo2', norm_output=family == 'olmo2', **biases)
+                     qk_norm=family in ('qwen3', 'olmo2', 'qwen3_moe'), qk_norm_per_head=family != 'olmo2', norm_output=family == 'olmo2',
+                     **experts, **biases)
+
+def _experts(hf: dict, family: str) -> dict:
+    "The GPT's num_experts, experts_per_token and renormalize_experts for a Mixtral or Qwen3-MoE config (none for the others), every layer a mixture."
+    if family not in _EXPERTS: return {}
+    key, default = _EXPERTS[family]
+    E = hf.get(key, hf.get('num_local_experts', default))                   # transformers 5 writes Qwen3-MoE's as num_local_experts
+    k = hf.get('num_experts_per_tok', 2 if family == 'mixtral' else 8)
+    for name, v in ((key, E), ('num_experts_per_tok', k)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name}={v!r} in the {FAMILIES[family][0]} config: it must be a positive integer")
+    if k > E: raise ValueError(f"num_experts_per_tok={k} but {key}={E}: a token cannot run more experts than there are")
+    if family == 'qwen3_moe':
+        if 'moe_intermediate_size' not in hf: raise ValueError("the Qwen3-MoE config lacks moe_intermediate_size (the experts' width)")
+        if hf.get('decoder_sparse_step', 1) != 1 or hf.get('mlp_only_layers'):
+            raise ValueError(f"decoder_sparse_step={hf.get('decoder_sparse_step', 1)}, mlp_only_layers={hf.get('mlp_only_layers')}: "
+                             "the course makes every layer a mixture of experts (decoder_sparse_step 1, mlp_only_layers [])")
+    return dict(num_experts=E, experts_per_token=k, renormalize_experts=family == 'mixtral' or bool(hf.get('norm_topk_prob', False)))
 
 # %% ../nbs/17c_llama.ipynb #0b0105fc
 def _head_rows(num_heads: int, d_head: int) -> torch.Tensor:
@@ -123,8 +145,11 @@ def _llama_names(model: GPT) -> Dict[str, Tuple[torch.Tensor, Optional[torch.Ten
     if not c.tie_embeddings: names['lm_head.weight'] = (model.head.weight, None)
     for i, layer in enumerate(model.layers):
         p, attn, ff = f'model.layers.{i}.', layer.self_attn, layer.feed_forward
+        mlps = [(f'mlp.experts.{e}.', x) for e, x in enumerate(ff.experts)] if c.num_experts else [('mlp.', ff)]   # Qwen3-MoE's names
+        if c.num_experts: names[p + 'mlp.gate.weight'] = (ff.router.weight, None)   # the router
         for theirs, lin, rows in (('q_proj', attn.w_q, q_rows), ('k_proj', attn.w_k, kv_rows), ('v_proj', attn.w_v, None), ('o_proj', attn.w_o, None),
-                                  ('mlp.gate_proj', ff.w_gate, None), ('mlp.up_proj', ff.w_up, None), ('mlp.down_proj', ff.w_down, None)):
+                                  *((m + w, getattr(x, ours), None) for m, x in mlps
+                                    for w, ours in (('gate_proj', 'w_gate'), ('up_proj', 'w_up'), ('down_proj', 'w_down')))):
             key = p + (theirs if theirs.startswith('mlp') else 'self_attn.' + theirs)
             names[key + '.weight'] = (lin.weight, rows)                       # q and k: rows reordered to the adjacent pairs
             if lin.bias is not None: names[key + '.bias'] = (lin.bias, rows)
@@ -185,11 +210,27 @@ def _fused(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         elif not name.endswith(('self_attn.k_proj.weight', 'self_attn.v_proj.weight', 'mlp.up_proj.weight')): out[name] = t
     return out
 
+_MIXTRAL_NAMES = {'block_sparse_moe.': 'mlp.', '.w1.': '.gate_proj.', '.w3.': '.up_proj.', '.w2.': '.down_proj.'}   # Mixtral's -> Qwen3-MoE's
+
+def _experts_by_name(state: Dict[str, torch.Tensor], hf: dict, family: str) -> Dict[str, torch.Tensor]:
+    "A mixture's tensors under Qwen3-MoE's Hub names, one per expert: Mixtral's names (block_sparse_moe, w1, w3, w2) renamed, and the 3-D tensors of a transformers 5 model (experts.gate_up_proj (E, 2 d_ff, d), experts.down_proj (E, d, d_ff)) split by expert, as views."
+    out = {}
+    for name, t in state.items():
+        if family == 'mixtral' and '.block_sparse_moe.' in name:
+            for a, b in _MIXTRAL_NAMES.items(): name = name.replace(a, b)
+        if name.endswith('mlp.experts.gate_up_proj'):
+            for e, w in enumerate(t): out[f'{name[:-len("gate_up_proj")]}{e}.gate_proj.weight'], out[f'{name[:-len("gate_up_proj")]}{e}.up_proj.weight'] = w.chunk(2)
+        elif name.endswith('mlp.experts.down_proj'):
+            for e, w in enumerate(t): out[f'{name[:-len("down_proj")]}{e}.down_proj.weight'] = w
+        else: out[name] = t
+    return out
+
 def _from(source, config, family):
-    "A `GPT` in eval mode holding a Llama, Qwen2, Qwen3, Mistral or Phi-3 model from any of the sources `from_llama` takes."
+    "A `GPT` in eval mode holding a model of any family of `FAMILIES` from any of the sources `from_llama` takes."
     hf, state = _foreign_source(source, config, FAMILIES[family][0])
     model = GPT.from_config(llama_config(hf, family))
     if family == 'phi3': state = _unfused(state, hf)
+    if family in _EXPERTS: state = _experts_by_name(state, hf, family)
     emb = state.get('model.embed_tokens.weight')
     if emb is not None and emb.is_floating_point(): model.to(emb.dtype)   # bfloat16 weights stay bfloat16, float64 stay float64
     model = load_llama_state(model, state).eval()
@@ -223,23 +264,35 @@ def from_olmo2(source, config: Optional[Union[dict, object]] = None) -> GPT:
     "A `GPT` in eval mode with an OLMo 2 model's weights (each sublayer's output normed rather than its input; one norm over all the queries' features and one over the keys'), from the sources `from_llama` takes."
     return _from(source, config, 'olmo2')
 
+def from_mixtral(source, config: Optional[Union[dict, object]] = None) -> GPT:
+    "A `GPT` in eval mode with a Mixtral model's weights (Mistral's block, each feed-forward a mixture of experts: `num_local_experts` SwiGLU experts, `num_experts_per_tok` run per token), from the sources `from_llama` takes."
+    return _from(source, config, 'mixtral')
+
+def from_qwen3_moe(source, config: Optional[Union[dict, object]] = None) -> GPT:
+    "A `GPT` in eval mode with a Qwen3-MoE model's weights (Qwen3's block, each feed-forward a mixture of `num_experts` experts of width `moe_intermediate_size`), from the sources `from_llama` takes."
+    return _from(source, config, 'qwen3_moe')
+
 
 # %% ../nbs/17c_llama.ipynb #e8de68c8
 def _check_exportable(c: GPTConfig, family: str):
     "Raise a `ValueError` naming the first choice of `c` that the family's architecture cannot hold."
     name = FAMILIES[family][0]
     want = {'norm': 'rms', 'activation': 'swiglu', 'positions': 'rope'}
-    want.update(_QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in ('mistral', 'phi3') else
-                {'out_bias': c.qkv_bias, 'ff_bias': False if family in ('qwen3', 'olmo2') else c.ff_bias})
-    want['qk_norm'] = family in ('qwen3', 'olmo2')                         # Qwen3 norms each head's queries and keys, OLMo 2 all at once
+    want.update(_QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in ('mistral', 'phi3', 'mixtral') else
+                {'out_bias': c.qkv_bias, 'ff_bias': False if family in ('qwen3', 'olmo2', 'qwen3_moe') else c.ff_bias})
+    want['qk_norm'] = family in ('qwen3', 'olmo2', 'qwen3_moe')            # Qwen3 norms each head's queries and keys, OLMo 2 all at once
+    if (c.num_experts > 0) != (family in _EXPERTS):
+        raise ValueError(f"num_experts={c.num_experts}: {name}'s feed-forward is " + ("a mixture of experts" if family in _EXPERTS else "one SwiGLU, not a mixture") +
+                         f"; this GPT cannot be written as {name}" + (" (write a mixture as Mixtral or Qwen3-MoE)" if c.num_experts else ""))
+    if family == 'mixtral': want['renormalize_experts'] = True             # Mixtral always divides the chosen weights by their sum
     want['qk_norm_per_head'] = family != 'olmo2'
     want['norm_output'] = family == 'olmo2'                                # OLMo 2 norms each sublayer's output, the others its input
     if c.sliding_window is not None and family == 'llama':
         raise ValueError(f"sliding_window={c.sliding_window}: Llama's block reads the whole context; write this GPT as Mistral (to_mistral)")
     slides = [i for i in range(c.num_layers) if c.sliding_layers is None or i in c.sliding_layers] if c.sliding_window else []
-    if family in ('mistral', 'phi3') and slides and len(slides) != c.num_layers:
+    if family in ('mistral', 'phi3', 'mixtral') and slides and len(slides) != c.num_layers:
         raise ValueError(f"sliding_layers={c.sliding_layers}: {name} slides every layer or none (Qwen2 slides the last ones: to_qwen2)")
-    if family in ('qwen2', 'qwen3') and slides and slides != list(range(slides[0], c.num_layers)):
+    if family in ('qwen2', 'qwen3', 'qwen3_moe') and slides and slides != list(range(slides[0], c.num_layers)):
         raise ValueError(f"sliding_layers={c.sliding_layers}: {name} slides the layers from max_window_layers on, a run to the last one")
     for field, value in want.items():
         if getattr(c, field) != value:
@@ -257,6 +310,7 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike], family: str = 'llama')
     for name, (ours, rows) in _llama_names(model).items():
         state[name] = ours.detach() if rows is None else ours.detach()[rows.argsort()]   # argsort: the inverse reordering
     if family == 'phi3': state = _fused(state)
+    if family == 'mixtral': state = {_mixtral_name(k): v for k, v in state.items()}
     dtype = str(model.embed.weight.dtype).replace('torch.', '')
     hf = {'model_type': family, 'architectures': [FAMILIES[family][1]], 'vocab_size': c.vocab_size, 'hidden_size': c.d_model,
           'intermediate_size': c.d_ff, 'num_hidden_layers': c.num_layers, 'num_attention_heads': c.num_heads,
@@ -268,10 +322,14 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike], family: str = 'llama')
     if source.get('model_type') == family:
         hf.update({k: v for k, v in source.items() if k in _KEPT or (k not in hf and k not in _DROPPED)})
     if family == 'llama': hf.update(attention_bias=c.qkv_bias, mlp_bias=c.ff_bias)
-    elif family in ('mistral', 'phi3'): hf.update(sliding_window=c.sliding_window)
+    elif family in ('mistral', 'phi3', 'mixtral'):
+        hf.update(sliding_window=c.sliding_window)
+        if family == 'mixtral': hf.update(num_local_experts=c.num_experts, num_experts_per_tok=c.experts_per_token)
     elif family == 'olmo2': hf.update(attention_bias=c.qkv_bias)
     else:                                                                 # Qwen2's and Qwen3's rule for the windows
-        if family == 'qwen3': hf.update(attention_bias=c.qkv_bias)
+        if family in ('qwen3', 'qwen3_moe'): hf.update(attention_bias=c.qkv_bias)
+        if family == 'qwen3_moe': hf.update(num_experts=c.num_experts, num_experts_per_tok=c.experts_per_token, norm_topk_prob=c.renormalize_experts,
+                                            moe_intermediate_size=c.d_ff, decoder_sparse_step=1, mlp_only_layers=[])
         slides = [i for i in range(c.num_layers) if c.sliding_layers is None or i in c.sliding_layers] if c.sliding_window else []
         hf.update(use_sliding_window=bool(slides), sliding_window=c.sliding_window if slides else hf.get('sliding_window'),
                   max_window_layers=slides[0] if slides else hf.get('max_window_layers', c.num_layers))
@@ -305,6 +363,20 @@ def to_olmo2(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
     "Write an OLMo 2-style `GPT` (norm_output; q/k norms over all heads at once) as a folder that `transformers`' `Olmo2ForCausalLM.from_pretrained` loads."
     return to_llama(model, folder, 'olmo2')
 
+def _mixtral_name(name: str) -> str:
+    "A tensor's name as Mixtral's checkpoints write it: the mixture under block_sparse_moe, each expert's w1 (gate), w3 (up), w2 (down)."
+    if '.mlp.' not in name: return name
+    for a, b in _MIXTRAL_NAMES.items(): name = name.replace(b, a)
+    return name
+
+def to_mixtral(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
+    "Write a Mistral-style `GPT` whose feed-forwards are mixtures of experts (renormalized) as a folder that `transformers`' `MixtralForCausalLM.from_pretrained` loads."
+    return to_llama(model, folder, 'mixtral')
+
+def to_qwen3_moe(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
+    "Write a Qwen3-style `GPT` whose feed-forwards are mixtures of experts as a folder that `transformers`' `Qwen3MoeForCausalLM.from_pretrained` loads."
+    return to_llama(model, folder, 'qwen3_moe')
+
 # %% ../nbs/17c_llama.ipynb #77a3f295
 def generation_settings(folder: Union[str, os.PathLike]) -> dict:
     "A model folder's generation_config.json as `generate`'s arguments (eos_id, pad_id, temperature: 0 unless do_sample, top_k, top_p, repetition_penalty) and max_new_tokens, with config.json's end and pad ids where it names none, and transformers' defaults for absent keys."
@@ -329,7 +401,7 @@ class OpenModel:
     settings: dict
 
 def load_open_model(source: Union[str, os.PathLike]) -> OpenModel:
-    "The Llama, Qwen2, Qwen3, Mistral or Phi-3 model, tokenizer and generation settings of a folder (or Hub id) holding config.json, the weights, tokenizer.json and its config."
+    "The model (of any family of `FAMILIES`), tokenizer and generation settings of a folder (or Hub id) holding config.json, the weights, tokenizer.json and its config."
     from transformer_tutorial.hub_tokenizer import HubTokenizer
     folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(_hub_folder(str(source)))
     if not (folder / CONFIG_NAME).is_file(): raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a model folder holds config.json, the weights and tokenizer.json")
