@@ -320,7 +320,7 @@ def test_chat_and_generate_refuse_what_they_cannot_run(qwen_folder, tmp_path, ca
     config = json.loads((plain / 'tokenizer_config.json').read_text())
     (plain / 'tokenizer_config.json').write_text(json.dumps({k: v for k, v in config.items() if k != 'chat_template'}))
     cases = [(['generate', '--checkpoint', str(tmp_path / 'gpt'), '--prompt', 'Hello'], 'holds a GPT whose config.json names no task'),
-             (['chat', '--model', str(gemma), '--message', 'Hi'], "describes a 'gemma2' model; the course runs Llama, Qwen2, Mistral, Qwen3 folders"),
+             (['chat', '--model', str(gemma), '--message', 'Hi'], "describes a 'gemma2' model; the course runs Llama, Qwen2, Mistral, Qwen3, Phi-3, OLMo 2, Mixtral, Qwen3-MoE folders"),
              (['chat', '--model', str(plain), '--message', 'Hi'], 'has no chat template'),
              (['chat', '--model', str(qwen_folder), '--message', 'Hi', '--top-p', '2'], r'--top-p must be in \(0, 1\], got 2.0'),
              (['generate', '--model', str(qwen_folder), '--checkpoint', 'x', '--prompt', 'Hi'], 'not allowed with argument')]

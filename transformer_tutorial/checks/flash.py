@@ -268,7 +268,7 @@ def _d_over_queries(fn):
 
 @_keeps_rng
 def check_tiled_attention_backward(fn: Callable) -> None:
-    "Check `fn(q, k, v, out, lse, d_out, causal, block)`: the gradients (dq, dk, dv) of attention's output `out` against `d_out`, its weights recomputed from the saved log-sum-exp `lse` (B, H, Lq) a block of keys at a time, with FlashAttention's D = rowsum(dO * O); equal to autograd's through the plain formula, and no (Lq, Lk) tensor made."
+    "Check `fn(q, k, v, out, lse, d_out, causal, block)`: the gradients (dq, dk, dv) of attention's output `out` against `d_out`, its weights recomputed from the saved log-sum-exp `lse` (B, H, Lq) a block of keys at a time, with FlashAttention's `D = rowsum(dO * O)`; equal to autograd's through the plain formula, and no (Lq, Lk) tensor made."
     name, n = 'tiled_attention_backward', 0
     cases = [((2, 2, 9, 8), 11, False, 4), ((1, 2, 10, 4), 10, True, 3), ((1, 1, 7, 8), 7, True, 1), ((1, 1, 5, 8), 6, False, 16)]
     for (B, H, Lq, d), Lk, causal, block in cases:
