@@ -212,7 +212,7 @@ def _fused(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
 
 _MIXTRAL_NAMES = {'block_sparse_moe.': 'mlp.', '.w1.': '.gate_proj.', '.w3.': '.up_proj.', '.w2.': '.down_proj.'}   # Mixtral's -> Qwen3-MoE's
 
-def _experts_by_name(state: Dict[str, torch.Tensor], hf: dict, family: str) -> Dict[str, torch.Tensor]:
+def _experts_by_name(state: Dict[str, torch.Tensor], family: str) -> Dict[str, torch.Tensor]:
     "A mixture's tensors under Qwen3-MoE's Hub names, one per expert: Mixtral's names (block_sparse_moe, w1, w3, w2) renamed, and the 3-D tensors of a transformers 5 model (experts.gate_up_proj (E, 2 d_ff, d), experts.down_proj (E, d, d_ff)) split by expert, as views."
     out = {}
     for name, t in state.items():
@@ -230,7 +230,7 @@ def _from(source, config, family):
     hf, state = _foreign_source(source, config, FAMILIES[family][0])
     model = GPT.from_config(llama_config(hf, family))
     if family == 'phi3': state = _unfused(state, hf)
-    if family in _EXPERTS: state = _experts_by_name(state, hf, family)
+    if family in _EXPERTS: state = _experts_by_name(state, family)
     emb = state.get('model.embed_tokens.weight')
     if emb is not None and emb.is_floating_point(): model.to(emb.dtype)   # bfloat16 weights stay bfloat16, float64 stay float64
     model = load_llama_state(model, state).eval()
