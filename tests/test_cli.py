@@ -312,15 +312,17 @@ def test_chat_and_generate_refuse_what_they_cannot_run(qwen_folder, tmp_path, ca
     from transformer_tutorial.gpt import GPT
     from transformer_tutorial.model_files import save_pretrained
     save_pretrained(GPT(40, 16, 16, 2, 1, 32), tmp_path / 'gpt')                 # no task: nothing says how text becomes ids
-    gemma = tmp_path / 'gemma'
-    shutil.copytree(qwen_folder, gemma)
-    (gemma / 'config.json').write_text(json.dumps({**json.loads((qwen_folder / 'config.json').read_text()), 'model_type': 'gemma2'}))
+    deepseek = tmp_path / 'deepseek'
+    shutil.copytree(qwen_folder, deepseek)
+    (deepseek / 'config.json').write_text(json.dumps({**json.loads((qwen_folder / 'config.json').read_text()), 'model_type': 'deepseek_v3'}))
     plain = tmp_path / 'plain'
     shutil.copytree(qwen_folder, plain)
     config = json.loads((plain / 'tokenizer_config.json').read_text())
     (plain / 'tokenizer_config.json').write_text(json.dumps({k: v for k, v in config.items() if k != 'chat_template'}))
     cases = [(['generate', '--checkpoint', str(tmp_path / 'gpt'), '--prompt', 'Hello'], 'holds a GPT whose config.json names no task'),
-             (['chat', '--model', str(gemma), '--message', 'Hi'], "describes a 'gemma2' model; the course runs Llama, Qwen2, Mistral, Qwen3, Phi-3, OLMo 2, Mixtral, Qwen3-MoE folders"),
+             (['chat', '--model', str(deepseek), '--message', 'Hi'], "describes a 'deepseek_v3' model; the course runs Llama, Qwen2, Mistral, Qwen3, Phi-3, "
+              r"OLMo 2, Mixtral, Qwen3-MoE, Gemma, Gemma 2, Gemma 3 folders .*; the nearest the course reads is Qwen3-MoE \(model_type 'qwen3_moe'\), "
+              "without multi-head latent attention and shared experts"),
              (['chat', '--model', str(plain), '--message', 'Hi'], 'has no chat template'),
              (['chat', '--model', str(qwen_folder), '--message', 'Hi', '--top-p', '2'], r'--top-p must be in \(0, 1\], got 2.0'),
              (['generate', '--model', str(qwen_folder), '--checkpoint', 'x', '--prompt', 'Hi'], 'not allowed with argument')]

@@ -17,7 +17,7 @@ from transformer_tutorial.training import record_attention
 from transformer_tutorial.model_files import ModelFileError
 
 transformers = pytest.importorskip('transformers')  # a test dependency (settings.ini dev_requirements), never a runtime one
-from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Phi3Config, Phi3ForCausalLM, Olmo2Config, Olmo2ForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
+from transformers import GemmaConfig, GemmaForCausalLM, Gemma2Config, Gemma2ForCausalLM, Gemma3TextConfig, Gemma3ForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Phi3Config, Phi3ForCausalLM, Olmo2Config, Olmo2ForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 SIZES = [  # family, width, heads, key/value heads, blocks, feed-forward, theta, eps, tied, extra config
     ('llama', 48, 6, 2, 3, 80, 5000.0, 1e-5, False, {}),
@@ -59,8 +59,8 @@ def float64_internals(model, theta):
 
 LOAD = {'llama': from_llama, 'qwen2': from_qwen2, 'mistral': from_mistral, 'qwen3': from_qwen3, 'phi3': from_phi3, 'olmo2': from_olmo2, 'mixtral': from_mixtral, 'qwen3_moe': from_qwen3_moe}
 WRITE = {'llama': to_llama, 'qwen2': to_qwen2, 'mistral': to_mistral, 'qwen3': to_qwen3, 'phi3': to_phi3, 'olmo2': to_olmo2, 'mixtral': to_mixtral, 'qwen3_moe': to_qwen3_moe}
-MODEL = {'llama': LlamaForCausalLM, 'qwen2': Qwen2ForCausalLM, 'mistral': MistralForCausalLM, 'qwen3': Qwen3ForCausalLM, 'phi3': Phi3ForCausalLM, 'olmo2': Olmo2ForCausalLM, 'mixtral': MixtralForCausalLM, 'qwen3_moe': Qwen3MoeForCausalLM}
-CONFIG = {'llama': LlamaConfig, 'qwen2': Qwen2Config, 'mistral': MistralConfig, 'qwen3': Qwen3Config, 'phi3': Phi3Config, 'olmo2': Olmo2Config, 'mixtral': MixtralConfig, 'qwen3_moe': Qwen3MoeConfig}
+MODEL = {'llama': LlamaForCausalLM, 'qwen2': Qwen2ForCausalLM, 'mistral': MistralForCausalLM, 'qwen3': Qwen3ForCausalLM, 'phi3': Phi3ForCausalLM, 'olmo2': Olmo2ForCausalLM, 'mixtral': MixtralForCausalLM, 'qwen3_moe': Qwen3MoeForCausalLM, 'gemma': GemmaForCausalLM, 'gemma2': Gemma2ForCausalLM, 'gemma3_text': Gemma3ForCausalLM}
+CONFIG = {'llama': LlamaConfig, 'qwen2': Qwen2Config, 'mistral': MistralConfig, 'qwen3': Qwen3Config, 'phi3': Phi3Config, 'olmo2': Olmo2Config, 'mixtral': MixtralConfig, 'qwen3_moe': Qwen3MoeConfig, 'gemma': GemmaConfig, 'gemma2': Gemma2Config, 'gemma3_text': Gemma3TextConfig}
 IDX = torch.randint(0, 97, (3, 64), generator=torch.Generator().manual_seed(1))
 
 
@@ -174,7 +174,7 @@ def test_llama_config_reads_both_spellings_of_rope_and_refuses_what_it_cannot_co
              ({'rope_scaling': {'type': 'linear'}}, r"RoPE scaling 'linear' needs the number\(s\) \['factor'\]"),
              ({'rope_scaling': {'type': 'linear', 'factor': -2.0}}, "RoPE scaling factor must be positive, got -2.0"),
              ({'rope_scaling': {'type': 'linear', 'factor': 2.0, 'partial_rotary_factor': 0.5}}, "partial_rotary_factor=0.5: the course rotates every feature pair"),
-             ({'hidden_act': 'gelu'}, "hidden_act='gelu': the course's SwiGLU gates with SiLU"),
+             ({'hidden_act': 'gelu'}, "hidden_act='gelu': Llama's SwiGLU gates with SiLU"),
              ({'pretraining_tp': 2}, "pretraining_tp=2"),
              ({'model_type': 'mistral'}, "describes a 'mistral' model; from_llama reads Llama"),
              ({'model_type': 'qwen2'}, "describes a 'qwen2' model; from_llama reads Llama .*; from_qwen2 reads that one"),
@@ -236,7 +236,7 @@ def test_the_gpt_refuses_bad_blocks_by_name():
     with pytest.raises(ValueError, match=r"num_kv_heads \(3\) must divide num_heads \(4\)"): GPT(10, 16, 32, 4, 1, 32, num_kv_heads=3)
     with pytest.raises(ValueError, match="d_head must be even, got 5"): GPT(10, 16, 20, 4, 1, 32, positions='rope')
     with pytest.raises(ValueError, match="norm must be one of layer, rms, got 'batch'"): GPT(10, norm='batch')
-    with pytest.raises(ValueError, match="activation must be one of relu, gelu, gelu_tanh, silu, swiglu, got 'geglu'"): GPT(10, activation='geglu')
+    with pytest.raises(ValueError, match="activation must be one of relu, gelu, gelu_tanh, silu, swiglu, geglu, got 'reglu'"): GPT(10, activation='reglu')
     with pytest.raises(ValueError, match="the RoPE base must be a positive number, got 0.0"): GPT(10, 16, 32, 4, 1, 32, positions='rope', rope_base=0.0)
     model = GPT(10, 16, 32, 4, 1, 32, **LLAMA_BLOCK)
     with pytest.raises(ValueError, match=r"the prompt has 17 tokens, more than the model reads \(max_len=16\)"):
@@ -845,7 +845,7 @@ def test_the_shipped_published_configs_cover_every_family_and_count_as_transform
     "Chapter 17e's table reads these: each family the course loads appears, and each model's size is what transformers builds from the same file."
     from transformer_tutorial.open_models import published_configs, family_switches
     configs = published_configs()
-    assert len(configs) == 9 and {hf['model_type'] for hf in configs.values()} == set(FAMILIES)
+    assert len(configs) == 12 and {hf['model_type'] for hf in configs.values()} == set(FAMILIES)
     for name, hf in configs.items():
         family = hf['model_type']
         with torch.device('meta'): theirs = MODEL[family](CONFIG[family](**hf))

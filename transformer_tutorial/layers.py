@@ -16,14 +16,14 @@ from .layer_norm import LayerNorm, SublayerConnection
 
 # %% ../nbs/08_encoder_decoder.ipynb #8838a0f2
 class EncoderLayer(nn.Module):
-    "Self-attention then feed-forward, each inside a residual; pre-LN when `norm_first`, else post-LN (`norm_output`: each sublayer's output normed, as `SublayerConnection` says). `self_attn`, `feed_forward` and `norm` replace the 2017 parts."
+    "Self-attention then feed-forward, each inside a residual; pre-LN when `norm_first`, else post-LN (`norm_output`: each sublayer's output normed, `sandwich`: its input and its output, as `SublayerConnection` says). `self_attn`, `feed_forward` and `norm` replace the 2017 parts."
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True,
                  activation: str = 'relu', self_attn: Optional[nn.Module] = None, feed_forward: Optional[nn.Module] = None,
-                 norm: Callable[[int], nn.Module] = LayerNorm, norm_output: bool = False):
+                 norm: Callable[[int], nn.Module] = LayerNorm, norm_output: bool = False, sandwich: bool = False):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout) if self_attn is None else self_attn
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, activation) if feed_forward is None else feed_forward
-        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm, norm_output) for _ in range(2))
+        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm, norm_output, sandwich) for _ in range(2))
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:

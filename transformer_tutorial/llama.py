@@ -4,9 +4,10 @@
 
 # %% auto #0
 __all__ = ['LLAMA_BLOCK', 'FAMILIES', 'llama_config', 'load_llama_state', 'from_llama', 'from_qwen2', 'from_mistral',
-           'from_qwen3', 'from_phi3', 'from_olmo2', 'from_mixtral', 'from_qwen3_moe', 'to_llama', 'to_mistral',
-           'to_qwen2', 'to_qwen3', 'to_phi3', 'to_olmo2', 'to_mixtral', 'to_qwen3_moe', 'generation_settings',
-           'OpenModel', 'load_open_model', 'complete', 'chat']
+           'from_qwen3', 'from_phi3', 'from_olmo2', 'from_mixtral', 'from_qwen3_moe', 'from_gemma', 'from_gemma2',
+           'from_gemma3', 'to_llama', 'to_mistral', 'to_qwen2', 'to_qwen3', 'to_phi3', 'to_olmo2', 'to_mixtral',
+           'to_qwen3_moe', 'to_gemma', 'to_gemma2', 'to_gemma3', 'generation_settings', 'OpenModel', 'load_open_model',
+           'complete', 'chat']
 
 # %% ../nbs/17c_llama.ipynb #5787a604
 import json, os, pathlib
@@ -27,7 +28,23 @@ LLAMA_BLOCK = dict(norm='rms', activation='swiglu', positions='rope', qkv_bias=F
 FAMILIES = {'llama': ('Llama', 'LlamaForCausalLM'), 'qwen2': ('Qwen2', 'Qwen2ForCausalLM'), 'mistral': ('Mistral', 'MistralForCausalLM'),
             'qwen3': ('Qwen3', 'Qwen3ForCausalLM'), 'phi3': ('Phi-3', 'Phi3ForCausalLM'),
             'olmo2': ('OLMo 2', 'Olmo2ForCausalLM'), 'mixtral': ('Mixtral', 'MixtralForCausalLM'),
-            'qwen3_moe': ('Qwen3-MoE', 'Qwen3MoeForCausalLM')}  # model_type: (name, transformers class)
+            'qwen3_moe': ('Qwen3-MoE', 'Qwen3MoeForCausalLM'), 'gemma': ('Gemma', 'GemmaForCausalLM'),
+            'gemma2': ('Gemma 2', 'Gemma2ForCausalLM'), 'gemma3_text': ('Gemma 3', 'Gemma3ForCausalLM')}  # model_type: (name, transformers class)
+_GEMMA = ('gemma', 'gemma2', 'gemma3_text')   # GEGLU, embeddings times √d, every norm's gain stored as g - 1, tied by default
+_CLOSEST = {'gemma3': ('gemma3_text', "Gemma 3's multimodal checkpoint: its text model is a gemma3_text one, under text_config and language_model"),
+            'qwen2_moe': ('qwen3_moe', 'a shared expert beside the routed ones'), 'olmoe': ('olmo2', 'a mixture of experts'),
+            'deepseek_v3': ('qwen3_moe', 'multi-head latent attention and shared experts'), 'deepseek_v2': ('qwen3_moe', 'multi-head latent attention and shared experts'),
+            'gpt_oss': ('mixtral', 'attention sinks, biases and a clamped SwiGLU'), 'llama4': ('llama', 'experts, chunked attention and layers without RoPE'),
+            'smollm3': ('llama', 'layers without RoPE'), 'granite': ('llama', 'multipliers on the embeddings, residuals, scores and logits'),
+            'starcoder2': ('mistral', 'LayerNorm with biases and a GELU feed-forward'), 'cohere': ('llama', 'attention and feed-forward side by side, LayerNorm'),
+            'phi': ('phi3', 'LayerNorm, attention and feed-forward side by side, RoPE on part of each head'), 'olmo': ('olmo2', 'LayerNorm without gains, norms before each sublayer'),
+            'gemma3n': ('gemma3_text', 'per-layer embeddings and alternating updates'), 'gpt2': (None, 'GPT-2: from_gpt2 (chapter 17b) reads it')}   # model_type: (the nearest family, what it adds)
+
+def _unknown_family(model_type) -> str:
+    "The end of the refusal of a model_type the course lacks: the nearest family it has and what the model adds, where the course knows it."
+    if model_type not in _CLOSEST: return ''
+    family, adds = _CLOSEST[model_type]
+    return f"; {adds}" if family is None else f"; the nearest the course reads is {FAMILIES[family][0]} (model_type {family!r}), without {adds}"
 _EXPERTS = {'mixtral': ('num_local_experts', 8), 'qwen3_moe': ('num_experts', 128)}   # the published key of the number of experts, and its default
 _QWEN2_BIASES = dict(qkv_bias=True, out_bias=False, ff_bias=False)      # fixed in Qwen2's code: q, k, v projections only
 _MISTRAL_BIASES = dict(qkv_bias=False, out_bias=False, ff_bias=False)  # fixed in Mistral's and Phi-3's code: none
@@ -35,7 +52,9 @@ _EPS = {'phi3': 1e-5, 'olmo2': 1e-5}                                            
 
 def _rope(hf: dict) -> Tuple[float, Optional[dict]]:
     "RoPE's base and scaling from a config in either of transformers' spellings (rope_parameters since 5.0; rope_theta and rope_scaling before), the scaling filled in as transformers fills it."
-    source = hf.get('rope_scaling') or hf.get('rope_parameters') or {}   # as transformers reads them: rope_scaling, when set, replaces the other
+    params = hf.get('rope_parameters') or {}
+    if 'full_attention' in params: params = params['full_attention']   # Gemma 3's, one per kind of layer: the full layers' here, the sliding ones' in _rope_local
+    source = hf.get('rope_scaling') or params                           # as transformers reads them: rope_scaling, when set, replaces the other
     kind_of = lambda d: d.get('rope_type') or d.get('type') or 'default'
     scaling = None
     if kind_of(source) != 'default':
@@ -50,6 +69,13 @@ def _rope(hf: dict) -> Tuple[float, Optional[dict]]:
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
         raise ValueError(f"rope_theta={theta!r}: RoPE's base must be a positive number (10000.0 in the paper)")
     return float(theta), scaling
+
+def _rope_local(hf: dict, family: str) -> Optional[float]:
+    "Gemma 3's RoPE base for its sliding layers, unscaled (rope_parameters' sliding_attention entry, or rope_local_base_freq before transformers 5); None for the other families."
+    if family != 'gemma3_text': return None
+    local = (hf.get('rope_parameters') or {}).get('sliding_attention') or {'rope_theta': hf.get('rope_local_base_freq', 10000.0)}
+    if (local.get('rope_type') or 'default') != 'default': raise ValueError(f"rope_parameters' sliding_attention has rope_type={local['rope_type']!r}: the course scales only the full layers' RoPE")
+    return float(local['rope_theta'])
 
 _POSITIVE_INTS = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'max_position_embeddings')
 
@@ -68,6 +94,9 @@ def _check_types(hf: dict, name: str):
 def _sliding_layers(hf: dict, family: str) -> Tuple[list, str]:
     "The layers that attend through a sliding window and why, as transformers decides: those `layer_types` names 'sliding_attention'; else Mistral's every layer when sliding_window is not null; else by Qwen2Config's rule, every layer i >= max_window_layers when use_sliding_window and sliding_window is not null."
     if hf.get('layer_types') is not None: return [i for i, t in enumerate(hf['layer_types']) if t == 'sliding_attention'], "layer_types says 'sliding_attention'"
+    if family in ('gemma2', 'gemma3_text'):                                  # Gemma2Config's rule: every other layer, the first sliding; Gemma3TextConfig's: all but every sliding_window_pattern-th
+        every = 2 if family == 'gemma2' else hf.get('sliding_window_pattern', 6)
+        return [i for i in range(hf['num_hidden_layers']) if (i + 1) % every], f"{'Gemma 2 slides every other layer' if every == 2 else f'sliding_window_pattern={every}'}"
     if family in ('mistral', 'phi3', 'mixtral'):                            # every layer when there is a window; 4096: MistralConfig's default, None: the others'
         return (list(range(hf['num_hidden_layers'])) if hf.get('sliding_window', 4096 if family == 'mistral' else None) is not None else []), 'sliding_window is set'
     if family not in ('qwen2', 'qwen3', 'qwen3_moe') or not hf.get('use_sliding_window') or ('sliding_window' in hf and hf['sliding_window'] is None): return [], ''
@@ -87,16 +116,21 @@ def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
     "The `GPTConfig` of a config of any family of `FAMILIES` (config.json as a dict; `family` a key of `FAMILIES`); a `ValueError` naming a field the course's GPT cannot express."
     name = FAMILIES[family][0]
     if hf.get('model_type', family) != family:
-        other = f"; from_{hf['model_type']} reads that one" if hf['model_type'] in FAMILIES else ''
+        other = f"; from_{hf['model_type']} reads that one" if hf['model_type'] in FAMILIES else _unknown_family(hf['model_type'])
         raise ValueError(f"the config describes a {hf['model_type']!r} model; from_{family} reads {name} (model_type {family!r}){other}")
     need = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'max_position_embeddings')
     missing = [k for k in need if k not in hf]
     if missing: raise ValueError(f"the {name} config lacks {', '.join(missing)}")
     _check_types(hf, name)
     d, H = hf['hidden_size'], hf['num_attention_heads']
-    if hf.get('hidden_act', 'silu') != 'silu':
-        raise ValueError(f"hidden_act={hf['hidden_act']!r}: the course's SwiGLU gates with SiLU ('silu') only")
-    head_dim = hf.get('head_dim')
+    act_key = 'hidden_activation' if family in ('gemma2', 'gemma3_text') else 'hidden_act'
+    act = hf.get(act_key) or ('gelu_pytorch_tanh' if family in _GEMMA else 'silu')
+    if act != ('silu' if family not in _GEMMA else 'gelu' if act == 'gelu' and family == 'gemma' else 'gelu_pytorch_tanh'):   # Gemma's 'gelu': the tanh form, as transformers reads it
+        raise ValueError(f"{act_key}={act!r}: {name}'s " + ("GEGLU gates with GELU's tanh form ('gelu_pytorch_tanh')" if family in _GEMMA else "SwiGLU gates with SiLU ('silu')") + " only")
+    if hf.get('use_bidirectional_attention'): raise ValueError("use_bidirectional_attention=true: an embedding model; the course's GPT reads causally")
+    if family not in _GEMMA and hf.get('query_pre_attn_scalar', hf.get('attn_logit_softcapping')) is not None:
+        raise ValueError(f"the {name} config sets query_pre_attn_scalar or attn_logit_softcapping, which {name}'s code ignores: a Gemma's config relabelled?")
+    head_dim = hf.get('head_dim', 256 if family in _GEMMA else None)        # GemmaConfig's default
     if head_dim is not None and (isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 2 or head_dim % 2):
         raise ValueError(f"head_dim={head_dim!r} in the {name} config: it must be an even positive integer (RoPE turns pairs of features)")
     if head_dim is None and d % H: raise ValueError(f"hidden_size={d} is not a multiple of num_attention_heads={H}, and the config gives no head_dim")
@@ -105,15 +139,30 @@ def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
     if hf.get('partial_rotary_factor', 1.0) != 1.0: raise ValueError(f"partial_rotary_factor={hf['partial_rotary_factor']}: the course rotates every feature pair")
     experts = _experts(hf, family)
     biases = _QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in ('mistral', 'phi3', 'mixtral') else dict(qkv_bias=hf.get('attention_bias', False), out_bias=hf.get('attention_bias', False),
-                                                          ff_bias=hf.get('mlp_bias', False))   # Llama's and Qwen3's: from the config
+                                                          ff_bias=hf.get('mlp_bias', False) and family not in _GEMMA)   # Llama's, Qwen3's and Gemma's: from the config
     base, scaling = _rope(hf)
     d_ff = hf['moe_intermediate_size'] if family == 'qwen3_moe' else hf['intermediate_size']   # Qwen3-MoE's experts have a width of their own
+    gemma = _gemma(hf, family, head_dim) if family in _GEMMA else {}
+    if window is None: gemma.pop('rope_local_base', None)                  # no sliding layers: one base
     return GPTConfig(hf['vocab_size'], hf['max_position_embeddings'], d, H, hf['num_hidden_layers'], d_ff, 0.0,
-                     'rope', 'swiglu', hf.get('rms_norm_eps', _EPS.get(family, 1e-6)), 'rms', hf.get('num_key_value_heads') or H, base,
-                     tie_embeddings=hf.get('tie_word_embeddings', False), rope_scaling=scaling,
+                     'rope', 'geglu' if family in _GEMMA else 'swiglu', hf.get('rms_norm_eps', _EPS.get(family, 1e-6)), 'rms',
+                     hf.get('num_key_value_heads') or H, base, tie_embeddings=hf.get('tie_word_embeddings', family in _GEMMA), rope_scaling=scaling,
                      sliding_window=window, sliding_layers=window_layers, head_dim=None if head_dim is None or head_dim * H == d else head_dim,
-                     qk_norm=family in ('qwen3', 'olmo2', 'qwen3_moe'), qk_norm_per_head=family != 'olmo2', norm_output=family == 'olmo2',
-                     **experts, **biases)
+                     qk_norm=family in _QK_NORMED, qk_norm_per_head=family != 'olmo2', norm_output=family == 'olmo2',
+                     **experts, **biases, **gemma)
+
+_QK_NORMED = ('qwen3', 'olmo2', 'qwen3_moe', 'gemma3_text')   # the families that norm queries and keys (OLMo 2's over all heads at once)
+
+def _gemma(hf: dict, family: str, head_dim: int) -> dict:
+    "The GPT's switches for Gemma's block: embeddings times √d; Gemma 2's and 3's sandwich norms, score factor query_pre_attn_scalar^-1/2 and soft caps (config defaults as transformers'); Gemma 3's sliding layers' RoPE base."
+    if family == 'gemma': return dict(scale_embeddings=True)
+    scalar = hf.get('query_pre_attn_scalar', 256)
+    caps = [hf.get(k, 50.0 if k == 'attn_logit_softcapping' and family == 'gemma2' else 30.0 if family == 'gemma2' else None)
+            for k in ('attn_logit_softcapping', 'final_logit_softcapping')]
+    for k, v in (('query_pre_attn_scalar', scalar), ('attn_logit_softcapping', caps[0]), ('final_logit_softcapping', caps[1])):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0): raise ValueError(f"{k}={v!r} in the {FAMILIES[family][0]} config: it must be a positive number")
+    return dict(scale_embeddings=True, sandwich_norm=True, attn_scale=None if scalar == head_dim else float(scalar) ** -0.5,
+                attn_softcap=caps[0], logit_softcap=caps[1], rope_local_base=_rope_local(hf, family))
 
 def _experts(hf: dict, family: str) -> dict:
     "The GPT's num_experts, experts_per_token and renormalize_experts for a Mixtral or Qwen3-MoE config (none for the others), every layer a mixture."
@@ -157,8 +206,12 @@ def _llama_names(model: GPT) -> Dict[str, Tuple[torch.Tensor, Optional[torch.Ten
             rows = (rope_permutation(d_head), rope_permutation(d_head)) if c.qk_norm_per_head else (q_rows, kv_rows)
             for theirs, norm, r in (('q_norm', attn.q_norm, rows[0]), ('k_norm', attn.k_norm, rows[1])): names[f'{p}self_attn.{theirs}.weight'] = (norm.weight, r)
         before, after = ('post_attention_layernorm', 'post_feedforward_layernorm') if c.norm_output else ('input_layernorm', 'post_attention_layernorm')
+        if c.sandwich_norm: before, after = 'input_layernorm', 'pre_feedforward_layernorm'   # Gemma's, each sublayer's output normed too:
         names[p + before + '.weight'] = (layer.sublayers[0].norm.weight, None)   # the attention's norm
         names[p + after + '.weight'] = (layer.sublayers[1].norm.weight, None)    # the feed-forward's
+        if c.sandwich_norm:
+            names[p + 'post_attention_layernorm.weight'] = (layer.sublayers[0].norm_after.weight, None)
+            names[p + 'post_feedforward_layernorm.weight'] = (layer.sublayers[1].norm_after.weight, None)
     return names
 
 @torch.no_grad()
@@ -210,6 +263,10 @@ def _fused(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         elif not name.endswith(('self_attn.k_proj.weight', 'self_attn.v_proj.weight', 'mlp.up_proj.weight')): out[name] = t
     return out
 
+def _gains(state: Dict[str, torch.Tensor], shift: int) -> Dict[str, torch.Tensor]:
+    "Every norm's gain of a Gemma state dict plus `shift`: 1 turns Gemma's stored g - 1 (its RMSNorm multiplies by 1 + weight) into the course's g, -1 back."
+    return {k: v + shift if k.endswith(('norm.weight', 'layernorm.weight')) else v for k, v in state.items()}
+
 _MIXTRAL_NAMES = {'block_sparse_moe.': 'mlp.', '.w1.': '.gate_proj.', '.w3.': '.up_proj.', '.w2.': '.down_proj.'}   # Mixtral's -> Qwen3-MoE's
 
 def _experts_by_name(state: Dict[str, torch.Tensor], family: str) -> Dict[str, torch.Tensor]:
@@ -231,6 +288,7 @@ def _from(source, config, family):
     model = GPT.from_config(llama_config(hf, family))
     if family == 'phi3': state = _unfused(state, hf)
     if family in _EXPERTS: state = _experts_by_name(state, family)
+    if family in _GEMMA: state = _gains(state, 1)                         # Gemma stores each norm's gain as g - 1
     emb = state.get('model.embed_tokens.weight')
     if emb is not None and emb.is_floating_point(): model.to(emb.dtype)   # bfloat16 weights stay bfloat16, float64 stay float64
     model = load_llama_state(model, state).eval()
@@ -272,15 +330,30 @@ def from_qwen3_moe(source, config: Optional[Union[dict, object]] = None) -> GPT:
     "A `GPT` in eval mode with a Qwen3-MoE model's weights (Qwen3's block, each feed-forward a mixture of `num_experts` experts of width `moe_intermediate_size`), from the sources `from_llama` takes."
     return _from(source, config, 'qwen3_moe')
 
+def from_gemma(source, config: Optional[Union[dict, object]] = None) -> GPT:
+    "A `GPT` in eval mode with a Gemma model's weights (Llama's block with GEGLU, embeddings times √d_model, a tied head), from the sources `from_llama` takes."
+    return _from(source, config, 'gemma')
+
+def from_gemma2(source, config: Optional[Union[dict, object]] = None) -> GPT:
+    "A `GPT` in eval mode with a Gemma 2 model's weights (Gemma's block with each sublayer's input and output normed, soft-capped scores and logits, every other layer sliding), from the sources `from_llama` takes."
+    return _from(source, config, 'gemma2')
+
+def from_gemma3(source, config: Optional[Union[dict, object]] = None) -> GPT:
+    "A `GPT` in eval mode with a Gemma 3 text model's weights (model_type gemma3_text: Gemma 2's block without the caps, q/k norms, five sliding layers to one full, each kind with its RoPE base), from the sources `from_llama` takes."
+    return _from(source, config, 'gemma3_text')
+
 
 # %% ../nbs/17c_llama.ipynb #e8de68c8
 def _check_exportable(c: GPTConfig, family: str):
     "Raise a `ValueError` naming the first choice of `c` that the family's architecture cannot hold."
     name = FAMILIES[family][0]
-    want = {'norm': 'rms', 'activation': 'swiglu', 'positions': 'rope'}
+    want = {'norm': 'rms', 'activation': 'geglu' if family in _GEMMA else 'swiglu', 'positions': 'rope',
+            'scale_embeddings': family in _GEMMA, 'sandwich_norm': family in ('gemma2', 'gemma3_text')}
     want.update(_QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in ('mistral', 'phi3', 'mixtral') else
-                {'out_bias': c.qkv_bias, 'ff_bias': False if family in ('qwen3', 'olmo2', 'qwen3_moe') else c.ff_bias})
-    want['qk_norm'] = family in ('qwen3', 'olmo2', 'qwen3_moe')            # Qwen3 norms each head's queries and keys, OLMo 2 all at once
+                {'out_bias': c.qkv_bias, 'ff_bias': False if family in _QK_NORMED + _GEMMA else c.ff_bias})
+    want['qk_norm'] = family in _QK_NORMED                                 # Qwen3 and Gemma 3 norm each head's queries and keys, OLMo 2 all at once
+    if family not in ('gemma2', 'gemma3_text'): want.update(attn_scale=None, attn_softcap=None, logit_softcap=None)   # Gemma 2's and 3's alone
+    if family != 'gemma3_text': want['rope_local_base'] = None
     if (c.num_experts > 0) != (family in _EXPERTS):
         raise ValueError(f"num_experts={c.num_experts}: {name}'s feed-forward is " + ("a mixture of experts" if family in _EXPERTS else "one SwiGLU, not a mixture") +
                          f"; this GPT cannot be written as {name}" + (" (write a mixture as Mixtral or Qwen3-MoE)" if c.num_experts else ""))
@@ -290,6 +363,7 @@ def _check_exportable(c: GPTConfig, family: str):
     if c.sliding_window is not None and family == 'llama':
         raise ValueError(f"sliding_window={c.sliding_window}: Llama's block reads the whole context; write this GPT as Mistral (to_mistral)")
     slides = [i for i in range(c.num_layers) if c.sliding_layers is None or i in c.sliding_layers] if c.sliding_window else []
+    if family == 'gemma' and slides: raise ValueError(f"sliding_window={c.sliding_window}: {name}'s block reads the whole context")
     if family in ('mistral', 'phi3', 'mixtral') and slides and len(slides) != c.num_layers:
         raise ValueError(f"sliding_layers={c.sliding_layers}: {name} slides every layer or none (Qwen2 slides the last ones: to_qwen2)")
     if family in ('qwen2', 'qwen3', 'qwen3_moe') and slides and slides != list(range(slides[0], c.num_layers)):
@@ -310,6 +384,7 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike], family: str = 'llama')
     for name, (ours, rows) in _llama_names(model).items():
         state[name] = ours.detach() if rows is None else ours.detach()[rows.argsort()]   # argsort: the inverse reordering
     if family == 'phi3': state = _fused(state)
+    if family in _GEMMA: state = _gains(state, -1)
     if family == 'mixtral': state = {_mixtral_name(k): v for k, v in state.items()}
     dtype = str(model.embed.weight.dtype).replace('torch.', '')
     hf = {'model_type': family, 'architectures': [FAMILIES[family][1]], 'vocab_size': c.vocab_size, 'hidden_size': c.d_model,
@@ -326,6 +401,7 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike], family: str = 'llama')
         hf.update(sliding_window=c.sliding_window)
         if family == 'mixtral': hf.update(num_local_experts=c.num_experts, num_experts_per_tok=c.experts_per_token)
     elif family == 'olmo2': hf.update(attention_bias=c.qkv_bias)
+    elif family in _GEMMA: hf.update(_gemma_keys(c, family))
     else:                                                                 # Qwen2's and Qwen3's rule for the windows
         if family in ('qwen3', 'qwen3_moe'): hf.update(attention_bias=c.qkv_bias)
         if family == 'qwen3_moe': hf.update(num_experts=c.num_experts, num_experts_per_tok=c.experts_per_token, norm_topk_prob=c.renormalize_experts,
@@ -339,6 +415,23 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike], family: str = 'llama')
     if getattr(model, 'source_generation', None):
         with atomic_write(folder / 'generation_config.json', encoding='utf-8') as f: f.write(json.dumps(model.source_generation, indent=2) + '\n')
     return folder
+
+def _gemma_keys(c: GPTConfig, family: str) -> dict:
+    "config.json's keys for Gemma's switches: the activation, the score factor, the caps, which layers slide, and Gemma 3's RoPE per kind of layer."
+    d_head = c.head_dim or c.d_model // c.num_heads
+    keys = {'attention_bias': c.qkv_bias, 'hidden_act': 'gelu_pytorch_tanh', 'hidden_activation': 'gelu_pytorch_tanh'}
+    if family == 'gemma': return keys
+    scalar = d_head if c.attn_scale is None else c.attn_scale ** -2
+    slides = [i for i in range(c.num_layers) if c.sliding_window and (c.sliding_layers is None or i in c.sliding_layers)]
+    keys.update(query_pre_attn_scalar=round(scalar) if abs(scalar - round(scalar)) < 1e-9 else scalar, attn_logit_softcapping=c.attn_softcap,
+                final_logit_softcapping=c.logit_softcap, sliding_window=c.sliding_window,
+                layer_types=['sliding_attention' if i in slides else 'full_attention' for i in range(c.num_layers)])
+    if family == 'gemma3_text':
+        local = c.rope_base if c.rope_local_base is None else c.rope_local_base
+        keys.update(rope_local_base_freq=local, use_bidirectional_attention=False, rope_parameters={
+            'full_attention': {'rope_type': 'default', **(c.rope_scaling or {}), 'rope_theta': c.rope_base},
+            'sliding_attention': {'rope_type': 'default', 'rope_theta': local}})
+    return keys
 
 _KEPT = ('bos_token_id', 'eos_token_id', 'pad_token_id')      # the source's, not None
 _DROPPED = ('layer_types', 'transformers_version', 'torch_dtype', 'dtype', 'architectures')   # written anew, or for another layer count
@@ -377,6 +470,18 @@ def to_qwen3_moe(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
     "Write a Qwen3-style `GPT` whose feed-forwards are mixtures of experts as a folder that `transformers`' `Qwen3MoeForCausalLM.from_pretrained` loads."
     return to_llama(model, folder, 'qwen3_moe')
 
+def to_gemma(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
+    "Write a Gemma-style `GPT` as a folder that `transformers`' `GemmaForCausalLM.from_pretrained` loads: each norm's gain stored as g - 1."
+    return to_llama(model, folder, 'gemma')
+
+def to_gemma2(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
+    "Write a Gemma 2-style `GPT` (sandwich norms, soft caps) as a folder that `transformers`' `Gemma2ForCausalLM.from_pretrained` loads."
+    return to_llama(model, folder, 'gemma2')
+
+def to_gemma3(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
+    "Write a Gemma 3-style `GPT` (sandwich norms, q/k norms, a RoPE base per kind of layer) as a folder that `transformers`' `Gemma3ForCausalLM.from_pretrained` loads."
+    return to_llama(model, folder, 'gemma3_text')
+
 # %% ../nbs/17c_llama.ipynb #77a3f295
 def generation_settings(folder: Union[str, os.PathLike]) -> dict:
     "A model folder's generation_config.json as `generate`'s arguments (eos_id, pad_id, temperature: 0 unless do_sample, top_k, top_p, repetition_penalty) and max_new_tokens, with config.json's end and pad ids where it names none, and transformers' defaults for absent keys."
@@ -408,7 +513,7 @@ def load_open_model(source: Union[str, os.PathLike]) -> OpenModel:
     family = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8')).get('model_type')
     if family not in FAMILIES:
         raise ValueError(f"{folder / CONFIG_NAME} describes a {family!r} model; the course runs {', '.join(n for n, _ in FAMILIES.values())} folders "
-                         f"(model_type {', '.join(map(repr, FAMILIES))})")
+                         f"(model_type {', '.join(map(repr, FAMILIES))}){_unknown_family(family)}")
     model, tokenizer = _from(folder, None, family), HubTokenizer.from_files(folder)
     if max(tokenizer.id_to_token) >= model.config.vocab_size:
         raise ValueError(f"{folder}: the tokenizer has ids up to {max(tokenizer.id_to_token)}, past the model's vocab_size of {model.config.vocab_size}")

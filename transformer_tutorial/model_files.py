@@ -140,7 +140,8 @@ def load_weights(model: Transformer, path: Union[str, os.PathLike]) -> Transform
 # %% ../nbs/11a_model_files.ipynb #012d64ed
 _LATER_FIELDS = {MODEL_TYPE: ('activation',),  # config fields added after files were first written: absent means the field's default, what those files had
                  'transformer_tutorial_gpt': ('norm', 'num_kv_heads', 'rope_base', 'qkv_bias', 'out_bias', 'ff_bias', 'tie_embeddings', 'rope_scaling', 'sliding_window', 'sliding_layers')}
-_FOREIGN = {'gpt2': 'gpt2.from_gpt2', 'llama': 'llama.from_llama', 'qwen2': 'llama.from_qwen2', 'mistral': 'llama.from_mistral', 'marian': 'marian.from_marian'}  # other libraries' folders
+_FOREIGN = {'gpt2': 'gpt2.from_gpt2', 'marian': 'marian.from_marian',
+            **{f: f'llama.from_{f}' for f in ('llama', 'qwen2', 'mistral', 'qwen3', 'phi3', 'olmo2', 'mixtral', 'qwen3_moe', 'gemma', 'gemma2', 'gemma3_text')}}  # other libraries' folders
 
 def _architecture(model_type):
     "The model class and its config's fields {name: dataclass field} for `model_type` (see `ARCHITECTURES`)."

@@ -39,12 +39,15 @@ def silu(x: torch.Tensor) -> torch.Tensor:
     return x * torch.sigmoid(x)
 
 # %% ../nbs/09a_modern_blocks.ipynb #3e5660cf
+_GATES = {'silu': F.silu, 'gelu_tanh': lambda x: F.gelu(x, approximate='tanh')}   # SwiGLU's gate; GEGLU's, as Gemma computes it
+
 class SwiGLUFeedForward(nn.Module):
-    "(SiLU(x W_gate) ⊙ x W_up) W_down, without biases unless `bias` (Shazeer 2020); dropout on the gated hidden layer."
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False):
+    "(SiLU(x W_gate) ⊙ x W_up) W_down, without biases unless `bias` (Shazeer 2020); dropout on the gated hidden layer. `gate='gelu_tanh'` gates with GELU's tanh form instead: GEGLU, from the same paper (Gemma's)."
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False, gate: str = 'silu'):
         super().__init__()
         _check_positive_int('d_model', d_model); _check_positive_int('d_ff', d_ff)
-        self.d_model = d_model
+        if gate not in _GATES: raise ValueError(f"gate must be one of {', '.join(_GATES)}, got {gate!r}")
+        self.d_model, self.gate = d_model, gate
         self.w_gate = nn.Linear(d_model, d_ff, bias=bias)  # W
         self.w_up = nn.Linear(d_model, d_ff, bias=bias)    # V
         self.w_down = nn.Linear(d_ff, d_model, bias=bias)  # W_2
@@ -52,7 +55,7 @@ class SwiGLUFeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_width('SwiGLUFeedForward', x, self.d_model)
-        hidden = F.silu(self.w_gate(x)) * self.w_up(x)  # (B, L, d_ff)
+        hidden = _GATES[self.gate](self.w_gate(x)) * self.w_up(x)  # (B, L, d_ff)
         return self.w_down(self.dropout(hidden))       # (B, L, d_model)
 
 # %% ../nbs/09a_modern_blocks.ipynb #de8eb999

@@ -10,7 +10,7 @@ from typing import Callable, Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .attention import scaled_dot_product_attention
+from .attention import scaled_dot_product_attention, _masked_softmax
 from .validation import _check_mask, _check_positive_int
 
 _SDPA_GROUPS = tuple(int(n) for n in torch.__version__.split('+')[0].split('.')[:2]) >= (2, 5)  # enable_gqa, from PyTorch 2.5
@@ -59,11 +59,14 @@ def repeat_kv(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     return x if x.size(1) == num_heads else x.repeat_interleave(num_heads // x.size(1), dim=1)
 
 class MultiHeadAttention(nn.Module):
-    "Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o`; `mask` is boolean, True = may attend. Switches of later families (chapter 17c): `head_dim`, a head width of its own (default d_model / num_heads), and `qk_norm`, a norm (made by `qk_norm(d_head)`) of each head's queries and keys, or with `qk_norm_per_head=False` one over all the queries' features and one over all the keys' (`qk_norm(H d_head)`, `qk_norm(H_kv d_head)`)."
+    "Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o`; `mask` is boolean, True = may attend. Switches of later families (chapter 17c): `head_dim`, a head width of its own (default d_model / num_heads), `qk_norm`, a norm (made by `qk_norm(d_head)`) of each head's queries and keys, or with `qk_norm_per_head=False` one over all the queries' features and one over all the keys' (`qk_norm(H d_head)`, `qk_norm(H_kv d_head)`); Gemma's `scale`, the scores' factor in place of 1/√d_head, and `softcap` c, each score s replaced by c·tanh(s / c)."
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True, num_kv_heads: Optional[int] = None,
                  out_bias: Optional[bool] = None, head_dim: Optional[int] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None,
-                 qk_norm_per_head: bool = True):
+                 qk_norm_per_head: bool = True, scale: Optional[float] = None, softcap: Optional[float] = None):
         super().__init__()
+        for name, value in (('scale', scale), ('softcap', softcap)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+                raise ValueError(f"{name} must be a positive number or None, got {value!r}")
         if head_dim is None: _check_heads(d_model, num_heads)
         else: _check_positive_int('num_heads', num_heads); _check_positive_int('head_dim', head_dim)
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, head_dim or d_model // num_heads
@@ -77,6 +80,7 @@ class MultiHeadAttention(nn.Module):
         self.qk_norm_per_head = qk_norm_per_head
         widths = (self.d_head, self.d_head) if qk_norm_per_head else (d_q, d_kv)   # Qwen3's norms; OLMo 2's
         self.q_norm, self.k_norm = (qk_norm(widths[0]), qk_norm(widths[1])) if qk_norm else (None, None)
+        self.scale, self.softcap = scale, softcap   # None, None: softmax(q k^T / sqrt(d_head))
         self.dropout = nn.Dropout(dropout)
 
     def project(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -102,14 +106,21 @@ class MultiHeadAttention(nn.Module):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor] = None,
                need_weights: bool = True) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         "The rest of the pass, from heads: queries (B, H, Lq, d_head), keys and values (B, H_kv, Lk, d_head); returns (output (B, Lq, d_model), weights or None)."
-        if need_weights:  # teaching path: the (Lq, Lk) weights are computed, kept and returned
+        if self.softcap is not None or (need_weights and self.scale is not None):   # Gemma's scores: no fused kernel caps them
+            k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)  # (B, H, Lk, d_head)
+            scores = q @ k.transpose(-2, -1) * (self.scale or self.d_head ** -0.5)   # (B, H, Lq, Lk)
+            if self.softcap is not None: scores = self.softcap * torch.tanh(scores / self.softcap)   # within (-c, c)
+            weights = self.dropout(_masked_softmax(scores, mask))
+            out, weights = weights @ v, (weights if need_weights else None)
+        elif need_weights:  # teaching path: the (Lq, Lk) weights are computed, kept and returned
             k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)  # (B, H, Lk, d_head)
             out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         else:             # production path: PyTorch's fused kernel, same mask convention, no weights kept
             p = self.dropout.p if self.training else 0.0
             if mask is None and _SDPA_GROUPS and k.size(1) != q.size(1):      # the kernel shares each key/value head itself: no copies
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, enable_gqa=True)
-            else: out = F.scaled_dot_product_attention(q, repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads), attn_mask=mask, dropout_p=p)
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, scale=self.scale, enable_gqa=True)
+            else: out = F.scaled_dot_product_attention(q, repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads), attn_mask=mask, dropout_p=p,
+                                                 scale=self.scale)
             weights = None
             if mask is not None:  # a query that may attend to nothing gets 0 on every backend (some give NaN)
                 out = out.masked_fill(~mask.any(-1, keepdim=True), 0.0)

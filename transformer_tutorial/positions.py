@@ -197,8 +197,9 @@ class PositionalSelfAttention(MultiHeadAttention):
     "Self-attention whose scores see positions by `scheme`: Shaw's a^K and a^V, RoPE's rotated q and k (angles from `base` and `scaling`), or ALiBi's bias; 'sinusoidal' and 'learned' add nothing here."
     def __init__(self, d_model: int, num_heads: int, scheme: str, max_distance: int = 16, dropout: float = 0.0, bias: bool = True,
                  base: float = 10000.0, num_kv_heads: Optional[int] = None, out_bias: Optional[bool] = None, scaling: Optional[dict] = None,
-                 head_dim: Optional[int] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None, qk_norm_per_head: bool = True):
-        super().__init__(d_model, num_heads, dropout, bias, num_kv_heads, out_bias, head_dim, qk_norm, qk_norm_per_head)
+                 head_dim: Optional[int] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None, qk_norm_per_head: bool = True,
+                 scale: Optional[float] = None, softcap: Optional[float] = None):
+        super().__init__(d_model, num_heads, dropout, bias, num_kv_heads, out_bias, head_dim, qk_norm, qk_norm_per_head, scale, softcap)
         _check_scheme(scheme)
         self.scheme, self.base, self.scaling = scheme, base, scaling
         self.relative = ShawRelativePositions(self.d_head, max_distance) if scheme == 'shaw' else None

@@ -63,7 +63,7 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[
 # %% ../nbs/17a_sampling.ipynb #be14a5cc
 def _inputs_at(model, tokens, start):
     "The GPT's input vectors (B, T, d_model) for `tokens` (B, T) at positions start..start+T-1: embedding plus those rows of a position table (RoPE adds none), then dropout."
-    x, pos, stop = model.embed(tokens), model.positions, start + tokens.size(1)
+    x, pos, stop = model.embed_tokens(tokens), model.positions, start + tokens.size(1)
     if isinstance(pos, LearnedPositionalEmbedding): return pos.dropout(x + pos.table.weight[start:stop])
     if isinstance(pos, PositionalEncoding): return pos.dropout(x + pos.pe[start:stop])
     return pos(x)                                                            # RoPE's model: the dropout alone
@@ -91,7 +91,7 @@ def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache
         x = layer.sublayers[0](x, lambda y: _cached_causal_attention(layer.self_attn, y, cache, i, positions, rotations, window))
         x = layer.sublayers[1](x, layer.feed_forward)
     cache.length += tokens.size(1)
-    return model.head(model.norm(x))                                              # (B, T, V)
+    return model.readout(x)                                                       # (B, T, V)
 
 # %% ../nbs/17a_sampling.ipynb #f0bed833
 @torch.no_grad()

@@ -1,0 +1,167 @@
+"""Chapter 17c's Gemma, Gemma 2 and Gemma 3 (text) against transformers' GemmaForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM.
+
+Small random models built offline from a config, every weight (the norms' stored g - 1 included) moved off its
+initialization: logits, greedy tokens past the sliding window with and without the cache, folders read as transformers
+5 writes them and as the Hub's published files spell them, the round trip back, the switches on their own, and what is
+refused by name.
+"""
+import json
+import pytest
+import torch
+
+from transformer_tutorial.gpt import GPT, gpt_parameter_count
+from transformer_tutorial.llama import (FAMILIES, LLAMA_BLOCK, llama_config, from_gemma, from_gemma2, from_gemma3, to_gemma, to_gemma2,
+                                        to_gemma3, to_llama, from_llama)
+from transformer_tutorial.multi_head import MultiHeadAttention
+from transformer_tutorial.layer_norm import SublayerConnection
+from transformer_tutorial.modern_blocks import SwiGLUFeedForward
+from transformer_tutorial.sampling import generate
+
+transformers = pytest.importorskip('transformers')
+
+KINDS = {'gemma': (from_gemma, to_gemma, 'GemmaConfig', 'GemmaForCausalLM'),
+         'gemma2': (from_gemma2, to_gemma2, 'Gemma2Config', 'Gemma2ForCausalLM'),
+         'gemma3_text': (from_gemma3, to_gemma3, 'Gemma3TextConfig', 'Gemma3ForCausalLM')}
+SMALL = dict(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=5, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+             max_position_embeddings=64, bos_token_id=2, eos_token_id=1, pad_token_id=0)
+CASES = [('gemma', dict(hidden_act='gelu')),
+         ('gemma2', dict(sliding_window=7)),                                                       # Gemma-2-2B's caps, s = d_head
+         ('gemma2', dict(sliding_window=7, query_pre_attn_scalar=12, attn_logit_softcapping=2.0, final_logit_softcapping=1.5, tie_word_embeddings=False)),
+         ('gemma3_text', dict(sliding_window=7, sliding_window_pattern=3, rope_local_base_freq=100.0)),
+         ('gemma3_text', dict(sliding_window=7, sliding_window_pattern=2, rope_theta=50000.0, rope_scaling={'rope_type': 'linear', 'factor': 4.0},
+                              query_pre_attn_scalar=20, attention_bias=True))]
+IDS = ['gemma', 'gemma2', 'gemma2-caps-scale-untied', 'gemma3', 'gemma3-linear-bias']
+IDX = torch.randint(3, 97, (2, 64), generator=torch.Generator().manual_seed(1))
+
+
+def random_gemma(kind, seed=0, **options):
+    Config, Model = (getattr(transformers, n) for n in KINDS[kind][2:])
+    torch.manual_seed(seed)
+    model = Model(Config(**{**SMALL, **options})).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters(): p.add_((0.3 if 'norm' in name else 0.1) * torch.randn_like(p))
+    return model
+
+
+@pytest.mark.parametrize('kind, options', CASES, ids=IDS)
+def test_gemmas_equal_transformers_past_the_window_with_the_cache_and_round_trip(kind, options, tmp_path):
+    load, write, _, model_class = KINDS[kind]
+    theirs = random_gemma(kind, **options)
+    theirs.save_pretrained(tmp_path / 'hub')                              # config.json as transformers 5 writes it
+    ours = load(tmp_path / 'hub')
+    with torch.no_grad(): expected = theirs(IDX).logits
+    with torch.no_grad(): torch.testing.assert_close(ours(IDX), expected, atol=1e-4, rtol=0)
+    prompt = IDX[:1, :6]
+    greedy = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=30, do_sample=False, eos_token_id=None)
+    for cache in (True, False): assert torch.equal(generate(ours, prompt, 30, temperature=0, use_cache=cache), greedy)
+    write(ours, tmp_path / 'back')
+    back = getattr(transformers, model_class).from_pretrained(tmp_path / 'back').eval()
+    with torch.no_grad(): torch.testing.assert_close(back(IDX).logits, expected, atol=1e-4, rtol=0)
+    assert json.loads((tmp_path / 'back' / 'config.json').read_text())['eos_token_id'] == 1
+
+
+def test_gemma3s_published_spelling_reads_as_transformers_reads_it(tmp_path):
+    "The Hub's Gemma 3 files say rope_theta, rope_local_base_freq, rope_scaling and sliding_window_pattern, not transformers 5's layer_types and rope_parameters."
+    options = dict(sliding_window=7, sliding_window_pattern=3, rope_local_base_freq=100.0, rope_theta=20000.0, rope_scaling={'rope_type': 'linear', 'factor': 2.0})
+    theirs = random_gemma('gemma3_text', **options)
+    theirs.save_pretrained(tmp_path)
+    hf = json.loads((tmp_path / 'config.json').read_text())
+    for k in ('layer_types', 'rope_parameters'): del hf[k]
+    hf.update(options)
+    (tmp_path / 'config.json').write_text(json.dumps(hf))
+    ours = from_gemma3(tmp_path)
+    assert ours.config.sliding_layers == [0, 1, 3, 4] and ours.config.rope_local_base == 100.0 and ours.config.rope_scaling['factor'] == 2.0
+    with torch.no_grad(): torch.testing.assert_close(ours(IDX), theirs(IDX).logits, atol=1e-4, rtol=0)
+
+
+def test_the_published_gemmas_count_as_transformers_builds_them():
+    from transformer_tutorial.open_models import published_configs, family_switches
+    configs = published_configs()
+    for name, total in (('Gemma-2B', 2_506_172_416), ('Gemma-2-2B', 2_614_341_888), ('Gemma-3-1B', 999_885_952)):
+        hf = configs[name]
+        Config, Model = (getattr(transformers, n) for n in KINDS[hf['model_type']][2:])
+        with torch.device('meta'): assert sum(p.numel() for p in Model(Config(**hf)).parameters()) == total
+        assert gpt_parameter_count(llama_config(hf, hf['model_type'])) == total
+    row = family_switches(configs['Gemma-2-2B'])
+    assert (row['norm'], row['soft caps'], row['feed-forward'], row['window']) == ('RMSNorm before and after each sublayer', 'scores 50, logits 30',
+                                                                                   'GEGLU of 9,216', '4,096 in 13 of 26 layers')
+    assert family_switches(configs['Gemma-3-1B'])['RoPE'] == 'base 1,000,000 (sliding layers 10,000)'
+
+
+def test_the_switches_compute_what_they_say():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4, scale=0.2, softcap=1.5).eval()
+    x = torch.randn(2, 5, 32)
+    out, weights = mha(x, x, x)
+    q, k, v = mha.project(x, x, x)
+    s = 1.5 * torch.tanh(q @ k.transpose(-2, -1) * 0.2 / 1.5)
+    torch.testing.assert_close(weights, s.softmax(-1))
+    torch.testing.assert_close(mha(x, x, x, need_weights=False)[0], out)                  # the production path computes the same
+    plain = MultiHeadAttention(32, 4, scale=0.2).eval(); plain.load_state_dict(mha.state_dict())
+    torch.testing.assert_close(plain(x, x, x, need_weights=False)[0], plain(x, x, x)[0])   # the fused kernel's scale= as the scores'
+    ff = SwiGLUFeedForward(8, 12, gate='gelu_tanh')
+    y = torch.randn(3, 8)
+    torch.testing.assert_close(ff(y), ff.w_down(torch.nn.functional.gelu(ff.w_gate(y), approximate='tanh') * ff.w_up(y)))
+    sub = SublayerConnection(8, norm_first=True, sandwich=True)
+    with torch.no_grad(): sub.norm_after.weight.fill_(3.0)
+    torch.testing.assert_close(sub(y, lambda z: 5 * z), y + 3 * torch.nn.functional.layer_norm(5 * sub.norm(y), (8,), eps=sub.norm_after.eps))
+    m = GPT(50, 16, 16, 2, 1, 32, logit_softcap=0.5, scale_embeddings=True).eval()
+    ids = torch.randint(0, 50, (1, 6))
+    assert m(ids).abs().max() < 0.5
+    torch.testing.assert_close(m.embed_tokens(ids), m.embed(ids) * 4.0)
+
+
+def test_what_a_gemma_cannot_be_is_named(tmp_path):
+    good = dict(model_type='gemma2', **{k: v for k, v in SMALL.items() if 'token' not in k})
+    with pytest.raises(ValueError, match=r"hidden_activation='silu': Gemma 2's GEGLU gates with GELU's tanh form"):
+        llama_config({**good, 'hidden_activation': 'silu'}, 'gemma2')
+    with pytest.raises(ValueError, match=r"attn_logit_softcapping=-1 in the Gemma 2 config: it must be a positive number"):
+        llama_config({**good, 'attn_logit_softcapping': -1}, 'gemma2')
+    with pytest.raises(ValueError, match=r"use_bidirectional_attention=true: an embedding model"):
+        llama_config({**good, 'model_type': 'gemma3_text', 'use_bidirectional_attention': True}, 'gemma3_text')
+    with pytest.raises(ValueError, match=r"query_pre_attn_scalar or attn_logit_softcapping, which Llama's code ignores"):
+        llama_config({**good, 'model_type': 'llama', 'query_pre_attn_scalar': 256}, 'llama')
+    with pytest.raises(ValueError, match=r"sandwich_norm=False: Gemma 2's block has sandwich_norm=True"):
+        to_gemma2(GPT(97, 64, 48, 4, 1, 80, **{**LLAMA_BLOCK, 'activation': 'geglu'}, scale_embeddings=True), tmp_path)
+    with pytest.raises(ValueError, match=r"activation='geglu': Llama's block has activation='swiglu'"):
+        to_llama(from_gemma(random_gemma('gemma')), tmp_path)
+    with pytest.raises(ValueError, match=r"sandwich norms a pre-norm sublayer's output too"):
+        SublayerConnection(8, norm_output=True, sandwich=True)
+    with pytest.raises(ValueError, match=r"softcap must be a positive number or None, got 0"):
+        MultiHeadAttention(32, 4, softcap=0)
+    with pytest.raises(ValueError, match=r"rope_local_base=100.0 is the sliding blocks' RoPE base: it needs positions='rope' and a sliding_window"):
+        GPT(50, 16, 16, 2, 1, 32, positions='rope', rope_local_base=100.0)
+
+
+@pytest.mark.parametrize('model_type, nearest', [('gemma3', "Gemma 3 \\(model_type 'gemma3_text'\\)"), ('deepseek_v3', "Qwen3-MoE"),
+                                                 ('gpt2', "from_gpt2 \\(chapter 17b\\) reads it")])
+def test_an_architecture_the_course_lacks_is_named_with_the_nearest_it_has(model_type, nearest, tmp_path):
+    from transformer_tutorial.llama import load_open_model
+    (tmp_path / 'config.json').write_text(json.dumps({'model_type': model_type}))
+    with pytest.raises(ValueError, match=f"describes a '{model_type}' model; the course runs .*{nearest}"):
+        load_open_model(tmp_path)
+    assert 'gemma3_text' in FAMILIES
+
+
+def test_a_gemma2_folder_chats_from_the_command_line_as_transformers_does(tmp_path, capsys):
+    "A Gemma 2 folder as the Hub lays one out (chapter 16c's Gemma tokenizer and chat template, a greedy generation_config.json with Gemma's two end ids): the command's reply is transformers' own pipeline's."
+    from transformer_tutorial.cli import main
+    from transformer_tutorial.hub_families import write_family
+    from transformer_tutorial.hub_tokenizer import HubTokenizer
+    from transformer_tutorial.shakespeare import load_shakespeare
+    folder = write_family(tmp_path / 'gemma2', 'gemma', load_shakespeare('train')[:60_000], 500)
+    tok = HubTokenizer.from_files(folder)
+    ends = [tok.special_tokens['<eos>'], tok.special_tokens['<end_of_turn>']]
+    theirs = random_gemma('gemma2', vocab_size=len(tok), max_position_embeddings=256, sliding_window=16, bos_token_id=tok.special_tokens['<bos>'],
+                          eos_token_id=ends, pad_token_id=tok.special_tokens['<pad>'])
+    with torch.no_grad(): theirs.lm_head.weight[ends[1]] += 0.4                # the end of a turn likely within 40 tokens
+    theirs.save_pretrained(folder)
+    (folder / 'generation_config.json').write_text(json.dumps({'do_sample': False, 'eos_token_id': ends, 'pad_token_id': 0, 'max_new_tokens': 40}))
+    capsys.readouterr()
+    assert main(['chat', '--model', str(folder), '--message', 'Who art thou?']) == 0
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    ids = hf_tok.apply_chat_template([{'role': 'user', 'content': 'Who art thou?'}], add_generation_prompt=True, return_tensors='pt', return_dict=True)['input_ids']
+    model = transformers.Gemma2ForCausalLM.from_pretrained(str(folder)).eval()
+    out = model.generate(ids, attention_mask=torch.ones_like(ids))
+    reply = hf_tok.decode(out[0, ids.size(1):], skip_special_tokens=True)
+    assert capsys.readouterr().out == reply + "\n" and len(reply) > 3 and out[0, -1] in ends   # text, then the end of a turn
