@@ -335,7 +335,7 @@ def test_chat_and_generate_refuse_what_they_cannot_run(qwen_folder, tmp_path, ca
 
 
 def test_the_reply_streams_in_pieces_that_make_the_whole(qwen_folder):
-    from transformer_tutorial.llama import load_open_model, chat, complete
+    from transformer_tutorial.open_models import load_open_model, chat, complete
     m = load_open_model(qwen_folder)
     messages = [{'role': 'user', 'content': 'Who art thou?'}]
     for run in (lambda stream: chat(m, messages, stream=stream), lambda stream: complete(m, 'ROMEO:', stream=stream)):

@@ -136,7 +136,7 @@ def test_what_a_gemma_cannot_be_is_named(tmp_path):
 @pytest.mark.parametrize('model_type, nearest', [('gemma3', "Gemma 3 \\(model_type 'gemma3_text'\\)"), ('deepseek_v3', "Qwen3-MoE"),
                                                  ('gpt2', "from_gpt2 \\(chapter 17b\\) reads it")])
 def test_an_architecture_the_course_lacks_is_named_with_the_nearest_it_has(model_type, nearest, tmp_path):
-    from transformer_tutorial.llama import load_open_model
+    from transformer_tutorial.open_models import load_open_model
     (tmp_path / 'config.json').write_text(json.dumps({'model_type': model_type}))
     with pytest.raises(ValueError, match=f"describes a '{model_type}' model; the course runs .*{nearest}"):
         load_open_model(tmp_path)

@@ -1,4 +1,4 @@
-"Chapter 17d: GGUF blocks read and written bit for bit as the `gguf` package does; a Llama GGUF file read into the course's model and tokenizer, equal to transformers reading the same file; the real SmolLM2-135M-Instruct answering as transformers does."
+"Chapter 17e: GGUF blocks read and written bit for bit as the `gguf` package does; a Llama GGUF file read into the course's model and tokenizer, equal to transformers reading the same file; the real SmolLM2-135M-Instruct answering as transformers does."
 import os, pathlib, subprocess, sys, zipfile
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ from gguf import GGMLQuantizationType as Q, quants
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from transformer_tutorial.gguf import BLOCKS, dequantize, quantize, load_gguf, read_gguf, _unpermute
 from transformer_tutorial.hub_tokenizer import _BYTE_CHAR
-from transformer_tutorial.llama import chat
+from transformer_tutorial.open_models import chat
 
 KINDS = ['Q8_0', 'Q4_0', 'Q4_1']
 
@@ -188,7 +188,7 @@ def test_smollm2_weights_logits_and_tokenizer_equal_transformers(smollm2):
 
 def test_smollm2_answers_token_for_token_as_transformers_does(smollm2):
     path, ours, theirs, tok = smollm2
-    from transformer_tutorial.llama import _continue
+    from transformer_tutorial.open_models import _continue
     for prompt in PROMPTS:
         ids = ours.tokenizer.apply_chat_template([{'role': 'user', 'content': prompt}], add_generation_prompt=True, tokenize=True)
         mine = _continue(ours, ids, 48, 0, {})

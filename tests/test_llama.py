@@ -168,8 +168,9 @@ def test_llama_config_reads_both_spellings_of_rope_and_refuses_what_it_cannot_co
     assert yarn == {'rope_type': 'yarn', 'original_max_position_embeddings': 16, 'factor': 4.0}          # factor: 64 / 16, as transformers fills it
     assert llama_config({**base, 'original_max_position_embeddings': 32, 'rope_scaling': {'rope_type': 'yarn', 'factor': 2.0,
                          'original_max_position_embeddings': 16}}).rope_scaling['original_max_position_embeddings'] == 32   # the config's own key wins
-    cases = [({'rope_scaling': {'type': 'dynamic', 'factor': 2.0}}, "RoPE scaling of type 'dynamic' is not implemented; the course computes 'linear', 'llama3', 'yarn'"),
-             ({'rope_parameters': {'rope_type': 'longrope', 'rope_theta': 1e4}}, "RoPE scaling of type 'longrope' is not implemented"),
+    dynamic = llama_config({**base, 'rope_scaling': {'type': 'dynamic', 'factor': 2.0}})
+    assert dynamic.rope_scaling == {'rope_type': 'dynamic', 'factor': 2.0, 'original_max_position_embeddings': 64} and dynamic.max_len == 128
+    cases = [({'rope_parameters': {'rope_type': 'longrope', 'rope_theta': 1e4}}, "RoPE scaling of type 'longrope' is not implemented; the course computes 'linear', 'llama3', 'yarn', 'dynamic'"),
              ({'rope_scaling': {'rope_type': 'llama3', 'factor': 8.0}}, r"RoPE scaling 'llama3' needs the number\(s\) \['low_freq_factor', 'high_freq_factor'\]"),
              ({'rope_scaling': {'type': 'linear'}}, r"RoPE scaling 'linear' needs the number\(s\) \['factor'\]"),
              ({'rope_scaling': {'type': 'linear', 'factor': -2.0}}, "RoPE scaling factor must be positive, got -2.0"),
@@ -592,7 +593,9 @@ def test_save_pretrained_and_from_pretrained_keep_bfloat16_unless_asked():
 def test_generation_settings_of_qwen25_instructs_published_file(tmp_path):
     "Qwen2.5-0.5B-Instruct's generation_config.json with every key it carries (written out by hand), beside its config.json: the settings generate takes, and what transformers reads from the same file."
     from transformers import GenerationConfig
-    from transformer_tutorial.llama import generation_settings
+    from transformer_tutorial.open_models import generation_settings
+    from transformer_tutorial import llama
+    assert llama.generation_settings is generation_settings   # its home before chapter 17d, still importable
     published = {"bos_token_id": 151643, "pad_token_id": 151643, "do_sample": True, "eos_token_id": [151645, 151643], "repetition_penalty": 1.1,
                  "temperature": 0.7, "top_p": 0.8, "top_k": 20, "transformers_version": "4.37.0"}
     (tmp_path / 'config.json').write_text(json.dumps(QWEN25_05B))
@@ -842,7 +845,7 @@ def test_what_a_mixture_cannot_be_is_named(tmp_path):
 
 
 def test_the_shipped_published_configs_cover_every_family_and_count_as_transformers_builds():
-    "Chapter 17e's table reads these: each family the course loads appears, and each model's size is what transformers builds from the same file."
+    "Chapter 17d's table reads these: each family the course loads appears, and each model's size is what transformers builds from the same file."
     from transformer_tutorial.open_models import published_configs, family_switches
     configs = published_configs()
     assert len(configs) == 12 and {hf['model_type'] for hf in configs.values()} == set(FAMILIES)
@@ -855,3 +858,31 @@ def test_the_shipped_published_configs_cover_every_family_and_count_as_transform
     assert family_switches(configs['OLMo-2-1124-7B'])['norm'] == "RMSNorm on each sublayer's output"
     assert family_switches(configs['Mixtral-8x7B-v0.1'])['feed-forward'] == "8 SwiGLU experts of 14,336, 2 per token"
     assert family_switches(configs['Mistral-7B-v0.1'])['window'] == "4,096 in every layer"
+
+
+def test_dynamic_rope_equals_transformers_past_the_trained_context(tmp_path):
+    "transformers' dynamic NTK scaling raises RoPE's base once a text is longer than max_position_embeddings (n_0 = 24 here): the course's model reads up to factor x n_0, equal to a fresh transformers model below and past n_0, with and without the cache, and back."
+    torch.manual_seed(0)
+    theirs = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                          max_position_embeddings=24, rope_theta=10000.0, rope_scaling={'rope_type': 'dynamic', 'factor': 2.0},
+                                          bos_token_id=None, eos_token_id=None, pad_token_id=None))
+    with torch.no_grad():
+        for p in theirs.parameters(): p.add_(0.1 * torch.randn_like(p))
+    theirs.save_pretrained(tmp_path / 'hub')
+    fresh = lambda folder: LlamaForCausalLM.from_pretrained(folder).eval()      # transformers keeps the longest length seen: a new model each time
+    ours = from_llama(tmp_path / 'hub')
+    assert ours.config.max_len == 48 and ours.config.rope_scaling == {'rope_type': 'dynamic', 'factor': 2.0, 'original_max_position_embeddings': 24}
+    idx = torch.randint(0, 97, (2, 44), generator=torch.Generator().manual_seed(0))
+    plain = GPT.from_config({**ours.config.to_dict(), 'rope_scaling': None}).eval()
+    plain.load_state_dict(ours.state_dict())
+    with torch.no_grad():
+        for n in (20, 44):                                                     # within n_0: plain RoPE; past it: the raised base
+            expected = fresh(tmp_path / 'hub')(idx[:, :n]).logits
+            assert (ours(idx[:, :n]) - expected).abs().max() < 1e-4
+            assert ((plain(idx[:, :n]) - expected).abs().max() > 1e-3) == (n > 24)
+    prompt = idx[:1, :16]
+    want = fresh(tmp_path / 'hub').generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=28, do_sample=False, pad_token_id=0)
+    for cache in (True, False): assert torch.equal(generate(ours, prompt, 28, temperature=0, use_cache=cache), want)
+    to_llama(ours, tmp_path / 'back')
+    assert json.loads((tmp_path / 'back' / 'config.json').read_text())['max_position_embeddings'] == 24
+    with torch.no_grad(): assert (fresh(tmp_path / 'back')(idx).logits - fresh(tmp_path / 'hub')(idx).logits).abs().max() < 1e-5

@@ -289,9 +289,9 @@ def _flagged(e: Exception) -> UsageError:
 
 def _open_model(args):
     "The open model of --model, or a UsageError saying why its folder cannot be run."
-    from transformer_tutorial.llama import load_open_model
+    from transformer_tutorial.open_models import load_open_model
     try:
-        if str(args.model).endswith('.gguf'):                             # one llama.cpp file: chapter 17d
+        if str(args.model).endswith('.gguf'):                             # one llama.cpp file: chapter 17e
             from transformer_tutorial.gguf import load_gguf
             return load_gguf(args.model)
         return load_open_model(args.model)
@@ -308,7 +308,7 @@ def _generate(args):
     "The `generate` subcommand: the prompt and its continuation, printed."
     from transformer_tutorial.sampling import generate
     if args.model:
-        from transformer_tutorial.llama import complete
+        from transformer_tutorial.open_models import complete
         m = _open_model(args)
         print(args.prompt, end='', flush=True)                               # then each piece of the continuation as it comes
         try: complete(m, args.prompt, args.max_new_tokens, args.seed, stream=_show, **_sampling(args))
@@ -334,7 +334,7 @@ def _generate(args):
 
 def _chat(args):
     "The `chat` subcommand: one reply to --message, or a conversation read from the standard input a line at a time."
-    from transformer_tutorial.llama import chat
+    from transformer_tutorial.open_models import chat
     m = _open_model(args)
     if not m.tokenizer.chat_template: raise UsageError(f"{args.model} has no chat template (tokenizer_config.json's chat_template): use generate --model")
     messages = [{'role': 'system', 'content': args.system}] if args.system else []

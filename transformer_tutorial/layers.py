@@ -26,9 +26,10 @@ class EncoderLayer(nn.Module):
         self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm, norm_output, sandwich) for _ in range(2))
         self.norm_first = norm_first
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        "x: (B, L, d_model); mask: boolean, True = may attend, broadcastable to (B, H, L, L)."
-        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, mask, need_weights=False)[0])
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        "x: (B, L, d_model); mask: boolean, True = may attend, broadcastable to (B, H, L, L); `positions` (B, L), each token's, for a self-attention that rotates by them (RoPE)."
+        extra = {} if positions is None else {'positions': positions}
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, mask, need_weights=False, **extra)[0])
         return self.sublayers[1](x, self.feed_forward)  # (B, L, d_model)
 
 # %% ../nbs/08_encoder_decoder.ipynb #92dc5d51

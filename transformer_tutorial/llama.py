@@ -6,18 +6,16 @@
 __all__ = ['LLAMA_BLOCK', 'FAMILIES', 'llama_config', 'load_llama_state', 'from_llama', 'from_qwen2', 'from_mistral',
            'from_qwen3', 'from_phi3', 'from_olmo2', 'from_mixtral', 'from_qwen3_moe', 'from_gemma', 'from_gemma2',
            'from_gemma3', 'to_llama', 'to_mistral', 'to_qwen2', 'to_qwen3', 'to_phi3', 'to_olmo2', 'to_mixtral',
-           'to_qwen3_moe', 'to_gemma', 'to_gemma2', 'to_gemma3', 'generation_settings', 'OpenModel', 'load_open_model',
-           'complete', 'chat']
+           'to_qwen3_moe', 'to_gemma', 'to_gemma2', 'to_gemma3']
 
 # %% ../nbs/17c_llama.ipynb #5787a604
 import json, os, pathlib
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from importlib import import_module
+from typing import Dict, Optional, Tuple, Union
 import torch
 from .gpt import GPT, GPTConfig
-from .sampling import generate
 from .positions import rope_frequencies, rope_permutation
-from .model_files import _foreign_source, _hub_folder, _write_safetensors, CONFIG_NAME, WEIGHTS_NAME
+from .model_files import _foreign_source, _write_safetensors, CONFIG_NAME, WEIGHTS_NAME
 from .utils import atomic_write
 
 # %% ../nbs/17c_llama.ipynb #b2c3d4e5
@@ -31,20 +29,6 @@ FAMILIES = {'llama': ('Llama', 'LlamaForCausalLM'), 'qwen2': ('Qwen2', 'Qwen2For
             'qwen3_moe': ('Qwen3-MoE', 'Qwen3MoeForCausalLM'), 'gemma': ('Gemma', 'GemmaForCausalLM'),
             'gemma2': ('Gemma 2', 'Gemma2ForCausalLM'), 'gemma3_text': ('Gemma 3', 'Gemma3ForCausalLM')}  # model_type: (name, transformers class)
 _GEMMA = ('gemma', 'gemma2', 'gemma3_text')   # GEGLU, embeddings times √d, every norm's gain stored as g - 1, tied by default
-_CLOSEST = {'gemma3': ('gemma3_text', "Gemma 3's multimodal checkpoint: its text model is a gemma3_text one, under text_config and language_model"),
-            'qwen2_moe': ('qwen3_moe', 'a shared expert beside the routed ones'), 'olmoe': ('olmo2', 'a mixture of experts'),
-            'deepseek_v3': ('qwen3_moe', 'multi-head latent attention and shared experts'), 'deepseek_v2': ('qwen3_moe', 'multi-head latent attention and shared experts'),
-            'gpt_oss': ('mixtral', 'attention sinks, biases and a clamped SwiGLU'), 'llama4': ('llama', 'experts, chunked attention and layers without RoPE'),
-            'smollm3': ('llama', 'layers without RoPE'), 'granite': ('llama', 'multipliers on the embeddings, residuals, scores and logits'),
-            'starcoder2': ('mistral', 'LayerNorm with biases and a GELU feed-forward'), 'cohere': ('llama', 'attention and feed-forward side by side, LayerNorm'),
-            'phi': ('phi3', 'LayerNorm, attention and feed-forward side by side, RoPE on part of each head'), 'olmo': ('olmo2', 'LayerNorm without gains, norms before each sublayer'),
-            'gemma3n': ('gemma3_text', 'per-layer embeddings and alternating updates'), 'gpt2': (None, 'GPT-2: from_gpt2 (chapter 17b) reads it')}   # model_type: (the nearest family, what it adds)
-
-def _unknown_family(model_type) -> str:
-    "The end of the refusal of a model_type the course lacks: the nearest family it has and what the model adds, where the course knows it."
-    if model_type not in _CLOSEST: return ''
-    family, adds = _CLOSEST[model_type]
-    return f"; {adds}" if family is None else f"; the nearest the course reads is {FAMILIES[family][0]} (model_type {family!r}), without {adds}"
 _EXPERTS = {'mixtral': ('num_local_experts', 8), 'qwen3_moe': ('num_experts', 128)}   # the published key of the number of experts, and its default
 _QWEN2_BIASES = dict(qkv_bias=True, out_bias=False, ff_bias=False)      # fixed in Qwen2's code: q, k, v projections only
 _MISTRAL_BIASES = dict(qkv_bias=False, out_bias=False, ff_bias=False)  # fixed in Mistral's and Phi-3's code: none
@@ -62,9 +46,10 @@ def _rope(hf: dict) -> Tuple[float, Optional[dict]]:
         scaling = {'rope_type': kind_of(source), **{k: v for k, v in source.items() if k not in ('type', 'rope_type', 'rope_theta', 'partial_rotary_factor')}}
         if scaling['rope_type'] in ('llama3', 'yarn'):               # the context trained on: the config's own key wins, as in transformers
             scaling['original_max_position_embeddings'] = hf.get('original_max_position_embeddings') or scaling.get('original_max_position_embeddings') or hf['max_position_embeddings']
+        if scaling['rope_type'] == 'dynamic': scaling['original_max_position_embeddings'] = hf['max_position_embeddings']   # transformers' n_0
         if scaling['rope_type'] == 'yarn' and scaling.get('factor') is None:
             scaling['factor'] = hf['max_position_embeddings'] / scaling['original_max_position_embeddings']
-        rope_frequencies(2, scaling=scaling)                         # refuses an unknown type or a missing key, naming it
+        rope_frequencies(4, scaling=scaling)                         # refuses an unknown type or a missing key, naming it
     theta = source.get('rope_theta', hf.get('rope_theta', 10000.0))
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
         raise ValueError(f"rope_theta={theta!r}: RoPE's base must be a positive number (10000.0 in the paper)")
@@ -116,7 +101,7 @@ def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
     "The `GPTConfig` of a config of any family of `FAMILIES` (config.json as a dict; `family` a key of `FAMILIES`); a `ValueError` naming a field the course's GPT cannot express."
     name = FAMILIES[family][0]
     if hf.get('model_type', family) != family:
-        other = f"; from_{hf['model_type']} reads that one" if hf['model_type'] in FAMILIES else _unknown_family(hf['model_type'])
+        other = f"; from_{hf['model_type']} reads that one" if hf['model_type'] in FAMILIES else ''
         raise ValueError(f"the config describes a {hf['model_type']!r} model; from_{family} reads {name} (model_type {family!r}){other}")
     need = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'max_position_embeddings')
     missing = [k for k in need if k not in hf]
@@ -144,7 +129,8 @@ def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
     d_ff = hf['moe_intermediate_size'] if family == 'qwen3_moe' else hf['intermediate_size']   # Qwen3-MoE's experts have a width of their own
     gemma = _gemma(hf, family, head_dim) if family in _GEMMA else {}
     if window is None: gemma.pop('rope_local_base', None)                  # no sliding layers: one base
-    return GPTConfig(hf['vocab_size'], hf['max_position_embeddings'], d, H, hf['num_hidden_layers'], d_ff, 0.0,
+    context = hf['max_position_embeddings'] * (scaling['factor'] if scaling and scaling['rope_type'] == 'dynamic' else 1)   # dynamic: the stretched one
+    return GPTConfig(hf['vocab_size'], int(context), d, H, hf['num_hidden_layers'], d_ff, 0.0,
                      'rope', 'geglu' if family in _GEMMA else 'swiglu', hf.get('rms_norm_eps', _EPS.get(family, 1e-6)), 'rms',
                      hf.get('num_key_value_heads') or H, base, tie_embeddings=hf.get('tie_word_embeddings', family in _GEMMA), rope_scaling=scaling,
                      sliding_window=window, sliding_layers=window_layers, head_dim=None if head_dim is None or head_dim * H == d else head_dim,
@@ -390,7 +376,8 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike], family: str = 'llama')
     hf = {'model_type': family, 'architectures': [FAMILIES[family][1]], 'vocab_size': c.vocab_size, 'hidden_size': c.d_model,
           'intermediate_size': c.d_ff, 'num_hidden_layers': c.num_layers, 'num_attention_heads': c.num_heads,
           'num_key_value_heads': c.num_kv_heads or c.num_heads, 'head_dim': c.head_dim or c.d_model // c.num_heads, 'hidden_act': 'silu',
-          'max_position_embeddings': c.max_len, 'rms_norm_eps': c.layer_norm_eps, 'rope_theta': c.rope_base, 'rope_scaling': c.rope_scaling,
+          'max_position_embeddings': (c.rope_scaling or {}).get('original_max_position_embeddings', c.max_len) if (c.rope_scaling or {}).get('rope_type') == 'dynamic' else c.max_len,
+          'rms_norm_eps': c.layer_norm_eps, 'rope_theta': c.rope_base, 'rope_scaling': c.rope_scaling,
           'rope_parameters': {'rope_type': 'default', **(c.rope_scaling or {}), 'rope_theta': c.rope_base}, 'tie_word_embeddings': c.tie_embeddings,
           'attention_dropout': 0.0, 'bos_token_id': None, 'eos_token_id': None, 'pad_token_id': None, 'torch_dtype': dtype, 'dtype': dtype}
     source = getattr(model, 'source_config', None) or {}                  # a model read from a folder: its ids and other keys kept
@@ -482,74 +469,9 @@ def to_gemma3(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
     "Write a Gemma 3-style `GPT` (sandwich norms, q/k norms, a RoPE base per kind of layer) as a folder that `transformers`' `Gemma3ForCausalLM.from_pretrained` loads."
     return to_llama(model, folder, 'gemma3_text')
 
-# %% ../nbs/17c_llama.ipynb #77a3f295
-def generation_settings(folder: Union[str, os.PathLike]) -> dict:
-    "A model folder's generation_config.json as `generate`'s arguments (eos_id, pad_id, temperature: 0 unless do_sample, top_k, top_p, repetition_penalty) and max_new_tokens, with config.json's end and pad ids where it names none, and transformers' defaults for absent keys."
-    folder = pathlib.Path(folder)
-    cfg = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8'))
-    path = folder / 'generation_config.json'
-    g = json.loads(path.read_text(encoding='utf-8')) if path.is_file() else {}
-    if not isinstance(g, dict): raise ValueError(f"{path}: not a JSON object of settings")
-    sample = bool(g.get('do_sample', False))
-    pad = g.get('pad_token_id', cfg.get('pad_token_id'))
-    top_k, top_p = g.get('top_k', 50), g.get('top_p', 1.0)
-    return {'eos_id': g.get('eos_token_id', cfg.get('eos_token_id')), 'pad_id': pad if isinstance(pad, int) else None,
-            'temperature': float(g.get('temperature', 1.0)) if sample else 0.0, 'top_k': top_k if sample and top_k else None,
-            'top_p': top_p if sample and top_p < 1 else None, 'repetition_penalty': float(g.get('repetition_penalty', 1.0)),
-            'max_new_tokens': g.get('max_new_tokens')}
+_MOVED = ('generation_settings', 'OpenModel', 'load_open_model', 'complete', 'chat', '_continue')
 
-@dataclass
-class OpenModel:
-    "A model folder as the Hub serves it, read by the course: the model (a `GPT` in eval mode), its tokenizer (chapter 16b's `HubTokenizer`) and its `generation_settings`."
-    model: GPT
-    tokenizer: Any
-    settings: dict
-
-def load_open_model(source: Union[str, os.PathLike]) -> OpenModel:
-    "The model (of any family of `FAMILIES`), tokenizer and generation settings of a folder (or Hub id) holding config.json, the weights, tokenizer.json and its config."
-    from transformer_tutorial.hub_tokenizer import HubTokenizer
-    folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(_hub_folder(str(source)))
-    if not (folder / CONFIG_NAME).is_file(): raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a model folder holds config.json, the weights and tokenizer.json")
-    family = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8')).get('model_type')
-    if family not in FAMILIES:
-        raise ValueError(f"{folder / CONFIG_NAME} describes a {family!r} model; the course runs {', '.join(n for n, _ in FAMILIES.values())} folders "
-                         f"(model_type {', '.join(map(repr, FAMILIES))}){_unknown_family(family)}")
-    model, tokenizer = _from(folder, None, family), HubTokenizer.from_files(folder)
-    if max(tokenizer.id_to_token) >= model.config.vocab_size:
-        raise ValueError(f"{folder}: the tokenizer has ids up to {max(tokenizer.id_to_token)}, past the model's vocab_size of {model.config.vocab_size}")
-    return OpenModel(model, tokenizer, generation_settings(folder))
-
-def _streamer(tokenizer, stream):
-    "An `on_token` for `generate` that hands `stream` each piece of new text as soon as it is whole (a character cut between two tokens waits for the second)."
-    new, shown = [], ['']
-    def on_token(ids):
-        new.append(int(ids[0]))
-        text = tokenizer.decode(new, skip_special_tokens=True).rstrip('\ufffd')   # an unfinished character reads as U+FFFD for now
-        if len(text) > len(shown[0]) and text.startswith(shown[0]): stream(text[len(shown[0]):]); shown[0] = text
-    return on_token, shown
-
-def _continue(m: OpenModel, ids: List[int], max_new_tokens, seed, overrides, stream=None) -> List[int]:
-    "The new ids after `ids`, generated with the folder's settings less the `overrides` given (not None); `stream` receives the text as it comes."
-    s = {**m.settings, **{k: v for k, v in overrides.items() if v is not None}}
-    room = m.model.config.max_len - len(ids)
-    if room < 1: raise ValueError(f"the prompt has {len(ids)} tokens, and the model reads at most max_len={m.model.config.max_len}")
-    folder_max = s.pop('max_new_tokens', None)
-    n = min(max_new_tokens or folder_max or 256, room)
-    device = next(m.model.parameters()).device
-    on_token, shown = _streamer(m.tokenizer, stream) if stream else (None, None)
-    out = generate(m.model, torch.tensor([ids], device=device), n, generator=seed, on_token=on_token, **s)[0, len(ids):].tolist()
-    ends = s['eos_id'] if isinstance(s['eos_id'], list) else [s['eos_id']]
-    out = out[:next((i + 1 for i, t in enumerate(out) if t in ends), len(out))]
-    if stream:                                                                   # what was held back, and any end of the text
-        text = m.tokenizer.decode(out, skip_special_tokens=True)
-        if text != shown[0]: stream(text[len(shown[0]):] if text.startswith(shown[0]) else text)
-    return out
-
-def complete(m: OpenModel, prompt: str, max_new_tokens: Optional[int] = None, seed: int = 0, stream: Optional[Callable[[str], None]] = None, **overrides) -> str:
-    "The text the model adds to `prompt` (encoded as transformers encodes it, BOS included where the tokenizer adds one); `stream(piece)` gets it as it comes."
-    return m.tokenizer.decode(_continue(m, m.tokenizer.encode(prompt), max_new_tokens, seed, overrides, stream), skip_special_tokens=True)
-
-def chat(m: OpenModel, messages: Sequence[dict], max_new_tokens: Optional[int] = None, seed: int = 0, stream: Optional[Callable[[str], None]] = None, **overrides) -> str:
-    "The assistant's reply to `messages` ([{'role': 'user', 'content': ...}, ...]), rendered by the folder's chat template as transformers renders it; `stream(piece)` gets it as it comes."
-    ids = m.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    return m.tokenizer.decode(_continue(m, ids, max_new_tokens, seed, overrides, stream), skip_special_tokens=True)
+def __getattr__(name):
+    "The names that moved to `open_models` (chapter 17d), imported from there on first use."
+    if name not in _MOVED: raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module('transformer_tutorial.open_models'), name)

@@ -95,7 +95,7 @@ def relative_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
 
 # %% ../nbs/09b_positions.ipynb #0cfe953d
 ROPE_SCALINGS = {'linear': ('factor',), 'llama3': ('factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings'),
-                 'yarn': ('factor', 'original_max_position_embeddings')}  # each type's required keys; yarn also reads beta_fast, beta_slow,
+                 'yarn': ('factor', 'original_max_position_embeddings'), 'dynamic': ('factor', 'original_max_position_embeddings')}  # each type's required keys; yarn also reads beta_fast, beta_slow,
                                                                            # attention_factor, mscale, mscale_all_dim, truncate
 
 def _check_scaling(scaling: dict) -> str:
@@ -135,11 +135,15 @@ def rope_attention_factor(scaling: Optional[dict] = None) -> float:
     return m(s, k) / m(s, k_all) if k and k_all else m(s)
 
 def rope_frequencies(d_head: int, base: float = 10000.0, dtype: torch.dtype = torch.float64, device: Optional[Union[str, torch.device]] = None,
-                     scaling: Optional[dict] = None) -> torch.Tensor:
-    "θ_i = base^(-2i/d_head) for the d_head/2 feature pairs i = 0, 1, ..., shaped (d_head // 2,); `scaling` (a config's rope_scaling, types in `ROPE_SCALINGS`) stretches them for a longer context."
+                     scaling: Optional[dict] = None, length: Optional[int] = None) -> torch.Tensor:
+    "θ_i = base^(-2i/d_head) for the d_head/2 feature pairs i = 0, 1, ..., shaped (d_head // 2,); `scaling` (a config's rope_scaling, types in `ROPE_SCALINGS`) stretches them for a longer context; 'dynamic' raises the base once the text's `length` passes the trained context."
     _check_positive_int('d_head', d_head)
     if d_head % 2: raise ValueError(f"RoPE rotates pairs of features, so d_head must be even, got {d_head}")
     if not (isinstance(base, (int, float)) and base > 0): raise ValueError(f"the RoPE base must be a positive number, got {base!r}")
+    if scaling is not None and _check_scaling(scaling) == 'dynamic':   # dynamic NTK: base·(s·n/n_0 - (s - 1))^(d/(d-2)) for a text of n > n_0 tokens
+        s, old = scaling['factor'], scaling['original_max_position_embeddings']
+        n, scaling = max(length or old, old), None
+        base = base * (s * n / old - (s - 1)) ** (d_head / (d_head - 2))
     theta = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
     if scaling is not None: theta = _scaled(theta, d_head, base, scaling)
     return theta.to(dtype=dtype, device=device)
@@ -157,7 +161,8 @@ def rope_rotation(positions: torch.Tensor, d_head: int, base: float = 10000.0, s
                   dtype: torch.dtype = torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
     "cos and sin (in `dtype`) of the angles m·θ_i for `positions` (L,) or (B, L): (L, d_head/2) or (B, L, d_head/2), YaRN's factor included; one pair serves every head and layer that shares base and scaling."
     work = torch.float64 if dtype == torch.float64 else torch.float32                       # angles in at least float32
-    angle = positions.to(work)[..., None] * rope_frequencies(d_head, base, work, positions.device, scaling)  # m θ_i
+    length = int(positions.max()) + 1 if scaling is not None and _check_scaling(scaling) == 'dynamic' else None   # the text so far: dynamic's n
+    angle = positions.to(work)[..., None] * rope_frequencies(d_head, base, work, positions.device, scaling, length)  # m θ_i
     f = rope_attention_factor(scaling)                                                      # 1 but under YaRN
     return (angle.cos() * f).to(dtype), (angle.sin() * f).to(dtype)
 

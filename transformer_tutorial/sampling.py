@@ -11,10 +11,9 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 from .validation import _check_positive_int
 from .embeddings import check_token_ids
-from .positional import PositionalEncoding
-from .positions import LearnedPositionalEmbedding, rope_rotation, rotate_pairs
+from .positions import rope_rotation, rotate_pairs
 from .decoding import KVCache
-from .gpt import window_mask
+from .gpt import left_padding, window_mask
 
 # %% ../nbs/17a_sampling.ipynb #7e7e260a
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -61,34 +60,31 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[
     return torch.multinomial(z.softmax(-1).cpu(), 1, generator=generator)[:, 0].to(logits.device)  # (B,)
 
 # %% ../nbs/17a_sampling.ipynb #be14a5cc
-def _inputs_at(model, tokens, start):
-    "The GPT's input vectors (B, T, d_model) for `tokens` (B, T) at positions start..start+T-1: embedding plus those rows of a position table (RoPE adds none), then dropout."
-    x, pos, stop = model.embed_tokens(tokens), model.positions, start + tokens.size(1)
-    if isinstance(pos, LearnedPositionalEmbedding): return pos.dropout(x + pos.table.weight[start:stop])
-    if isinstance(pos, PositionalEncoding): return pos.dropout(x + pos.pe[start:stop])
-    return pos(x)                                                            # RoPE's model: the dropout alone
-
-def _cached_causal_attention(attn, y, cache, i, positions, rotations, window=None):
-    "Self-attention of new `positions` `y` (B, T, d_model): their keys and values join layer `i`'s cache, each query reads the cache up to itself (with a `window`, only its last `window` positions); `rotations` keeps RoPE's cos and sin for the step, computed by the first layer that needs them."
+def _cached_causal_attention(attn, y, cache, i, positions, rotations, window=None, pad=None):
+    "Self-attention of new `positions` `y` (B, T, d_model): their keys and values join layer `i`'s cache, each query reads the cache up to itself (with a `window`, only its last `window` positions); `rotations` keeps RoPE's cos and sin for the step, computed by the first layer that needs them; `pad` (B,), each row's left padding: never read, and each text's positions counted from its first token."
     B, T, t = y.size(0), y.size(1), cache.length
     q, k, v = attn.project(y, y, y)                                               # (B, H, T, d_head), (B, H_kv, T, d_head) twice
     if getattr(attn, 'scheme', None) == 'rope':                                   # rotated to those positions
         key = (attn.base, repr(attn.scaling), q.dtype)
-        if key not in rotations: rotations[key] = rope_rotation(positions, attn.d_head, attn.base, attn.scaling, q.dtype)
+        own = positions if pad is None else (positions - pad[:, None]).clamp(min=0)   # (T,), or each text's own (B, T)
+        if key not in rotations: rotations[key] = rope_rotation(own, attn.d_head, attn.base, attn.scaling, q.dtype)
         q, k = rotate_pairs(q, *rotations[key]), rotate_pairs(k, *rotations[key])
     cache.keys[i, :, :, t:t + T], cache.values[i, :, :, t:t + T] = k, v           # into positions t..t+T-1
     if window is not None and t + T > window: mask = window_mask(positions, t + T, window)  # (T, t+T): the band of the window
     else: mask = torch.ones(T, t + T, dtype=torch.bool, device=y.device).tril(t) if T > 1 else None  # query j (position t+j) reads 0..t+j
+    if pad is not None:                                                           # (B, 1, T, t+T): and never a padding key
+        keys = (torch.arange(t + T, device=y.device) >= pad[:, None])[:, None, None, :]
+        mask = keys if mask is None else mask & keys
     return attn.attend(q, cache.keys[i, :, :, :t + T], cache.values[i, :, :, :t + T], mask, need_weights=False)[0]
 
-def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
-    "Logits (B, T, V) of a GPT's new tokens (B, T) at the next T positions, reading and extending `cache`: the whole prompt, or one token."
+def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache, pad: Optional[torch.Tensor] = None) -> torch.Tensor:
+    "Logits (B, T, V) of a GPT's new tokens (B, T) at the next T positions, reading and extending `cache`: the whole prompt, or one token; `pad` (B,), each row's left padding (`left_padding`), which no token reads."
     t = cache.length
-    x = _inputs_at(model, tokens, t)                                              # (B, T, d_model)
-    positions, rotations = torch.arange(t, t + tokens.size(1), device=x.device), {}   # the new positions t..t+T-1
+    positions, rotations = torch.arange(t, t + tokens.size(1), device=tokens.device), {}   # the new positions t..t+T-1
+    x = model.inputs(tokens, positions if pad is None else (positions - pad[:, None]).clamp(min=0))   # (B, T, d_model)
     for i, layer in enumerate(model.layers):  # EncoderLayer.forward, its self-attention reading the cache
         window = model.windows[i] if hasattr(model, 'windows') else None
-        x = layer.sublayers[0](x, lambda y: _cached_causal_attention(layer.self_attn, y, cache, i, positions, rotations, window))
+        x = layer.sublayers[0](x, lambda y: _cached_causal_attention(layer.self_attn, y, cache, i, positions, rotations, window, pad))
         x = layer.sublayers[1](x, layer.feed_forward)
     cache.length += tokens.size(1)
     return model.readout(x)                                                       # (B, T, V)
@@ -98,8 +94,9 @@ def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache
 def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: Optional[int] = None,
              top_p: Optional[float] = None, generator: Optional[Union[int, torch.Generator]] = None, use_cache: bool = True,
              slide: bool = False, eos_id: Optional[Union[int, Sequence[int]]] = None, pad_id: Optional[int] = None,
-             repetition_penalty: float = 1.0, on_token: Optional[Callable[[torch.Tensor], None]] = None) -> torch.Tensor:
-    "A GPT's continuation: the prompt ids (B, L) or (L,) and up to `max_new_tokens` sampled ids after it (`sample_next`; an int `generator` is a seed); past the context only if `slide`, reading the last `max_len` ids. A row ends at an id of `eos_id` (one or several) and is filled with `pad_id` (default: the first end id) until every row has ended, as `transformers`' `generate` does; `repetition_penalty` > 1 makes every id already in the row less likely, as in `transformers` (CTRL's penalty); `on_token` is called with each step's ids (B,) as they come, to stream them."
+             repetition_penalty: float = 1.0, on_token: Optional[Callable[[torch.Tensor], None]] = None,
+             attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    "A GPT's continuation: the prompt ids (B, L) or (L,) and up to `max_new_tokens` sampled ids after it (`sample_next`; an int `generator` is a seed); past the context only if `slide`, reading the last `max_len` ids. A row ends at an id of `eos_id` (one or several) and is filled with `pad_id` (default: the first end id) until every row has ended, as `transformers`' `generate` does; `repetition_penalty` > 1 makes every id already in the row less likely, as in `transformers` (CTRL's penalty); `on_token` is called with each step's ids (B,) as they come, to stream them. Texts of different lengths go in one batch padded on the left, with `attention_mask` (B, L) 1 on their tokens and 0 on the padding, as in `transformers`: no text reads another's padding, and each counts its positions from its first token."
     squeeze = prompt.dim() == 1
     prompt = prompt[None] if squeeze else prompt
     if prompt.dim() != 2 or prompt.size(1) == 0: raise ValueError(f"the prompt must be token ids shaped (B, L) with L >= 1, got {tuple(prompt.shape)}")
@@ -114,6 +111,9 @@ def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, 
     cfg, L = model.config, prompt.size(1)
     _check_sampling(temperature, top_k, top_p, cfg.vocab_size)
     check_token_ids(prompt, cfg.vocab_size)
+    if attention_mask is not None and squeeze: attention_mask = attention_mask[None]
+    pad = None if attention_mask is None else left_padding(attention_mask, prompt)   # (B,)
+    if pad is not None and slide: raise ValueError("slide=True with an attention_mask: a padded batch generates within the context (max_len), without sliding")
     if L > cfg.max_len: raise ValueError(f"the prompt has {L} tokens, more than the model reads (max_len={cfg.max_len}): shorten it")
     if L + max_new_tokens > cfg.max_len and not slide:
         raise ValueError(f"a prompt of {L} tokens and {max_new_tokens} new ones need {L + max_new_tokens} positions, but the model reads at most "
@@ -122,7 +122,9 @@ def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, 
     model.eval()
     ids = prompt.to(next(model.parameters()).device)
     cache = KVCache(model, None, min(L + max_new_tokens, cfg.max_len), batch_size=ids.size(0)) if use_cache else None
-    logits = (gpt_decode_step(model, ids, cache) if use_cache else model(ids))[:, -1]                 # (B, V)
+    if pad is not None: pad = pad.to(ids.device)
+    read = lambda x: model(x) if pad is None else model(x, torch.arange(x.size(1), device=x.device) >= pad[:, None])   # the whole text so far
+    logits = (gpt_decode_step(model, ids, cache, pad) if use_cache else read(ids))[:, -1]            # (B, V)
     done = torch.zeros(ids.size(0), dtype=torch.bool, device=ids.device)                              # rows that have ended
     stop = torch.tensor(ends, dtype=ids.dtype, device=ids.device)
     for i in range(max_new_tokens):
@@ -134,7 +136,8 @@ def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, 
         ids = torch.cat([ids, nxt[:, None]], 1)
         if on_token is not None: on_token(nxt)
         if i == max_new_tokens - 1 or (ends and done.all()): break                                    # asked only with end ids: a wait on a GPU
-        if use_cache and ids.size(1) <= cfg.max_len: logits = gpt_decode_step(model, nxt[:, None], cache)[:, -1]
-        else: logits = model(ids[:, -cfg.max_len:])[:, -1]   # no cache, or past the context: the window of the last max_len ids
+        if use_cache and ids.size(1) <= cfg.max_len: logits = gpt_decode_step(model, nxt[:, None], cache, pad)[:, -1]
+        elif ids.size(1) <= cfg.max_len: logits = read(ids)[:, -1]                                 # no cache
+        else: logits = model(ids[:, -cfg.max_len:])[:, -1]   # past the context: the window of the last max_len ids
     out = ids.to(prompt.device)
     return out[0] if squeeze else out
