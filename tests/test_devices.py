@@ -110,7 +110,7 @@ def test_data_parallel_step_on_another_device():
 
 
 def test_generation_and_the_language_model_on_another_device():
-    "The GPT's generate (with and without the cache, greedy and sampled; GPT-2's block and Llama's) and the Shakespeare task's evaluation: on the model's device, the CPU's ids in and out."
+    "The GPT's generate (with and without the cache, greedy and sampled, a padded batch; GPT-2's block and Llama's) and the Shakespeare task's evaluation: on the model's device, the CPU's ids in and out."
     from transformer_tutorial.gpt import GPT
     from transformer_tutorial.sampling import generate
     from transformer_tutorial.shakespeare import ShakespeareTask
@@ -119,7 +119,9 @@ def test_generation_and_the_language_model_on_another_device():
               GPT(83, 40, 16, 2, 1, 32, positions='rope', norm='rms', activation='swiglu', num_kv_heads=1, tie_embeddings=False).eval(),
               GPT(83, 40, 16, 2, 2, 32, positions='rope', sliding_window=6, sliding_layers=[1]).eval()]   # a window the prompt and text pass
     prompt, task = torch.randint(0, 83, (2, 5)), ShakespeareTask(context=40)
-    runs = lambda m: [generate(m, prompt, 20, temperature=t, generator=1, use_cache=c) for t in (0, 0.9) for c in (True, False)]
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])                   # the first text padded on the left
+    runs = lambda m: [generate(m, prompt, 20, temperature=t, generator=1, use_cache=c, attention_mask=a)
+                      for t in (0, 0.9) for c in (True, False) for a in (None, mask)]
     for model in models:
         expected, loss = runs(model), task.evaluate(model, n=8)['loss']
         with elsewhere() as device:
@@ -146,8 +148,9 @@ MUTATIONS = [
     (sampling.generate, 'ids = prompt.to(next(model.parameters()).device)', 'ids = prompt', test_generation_and_the_language_model_on_another_device),
     (sampling.generate, 'out = ids.to(prompt.device)', 'out = ids', test_generation_and_the_language_model_on_another_device),
     (sampling._cached_causal_attention, 'dtype=torch.bool, device=y.device)', 'dtype=torch.bool)', test_generation_and_the_language_model_on_another_device),
-    (sampling.gpt_decode_step, 'torch.arange(t, t + tokens.size(1), device=x.device)', 'torch.arange(t, t + tokens.size(1))', test_generation_and_the_language_model_on_another_device),
+    (sampling.gpt_decode_step, 'torch.arange(t, t + tokens.size(1), device=tokens.device)', 'torch.arange(t, t + tokens.size(1))', test_generation_and_the_language_model_on_another_device),
     (sampling.sample_next, '[:, 0].to(logits.device)', '[:, 0]', test_generation_and_the_language_model_on_another_device),
+    (sampling.generate, 'if pad is not None: pad = pad.to(ids.device)', 'if pad is not None: pad = pad', test_generation_and_the_language_model_on_another_device),
     (shakespeare.ShakespeareTask.evaluate, 'model(x.to(device))', 'model(x)', test_generation_and_the_language_model_on_another_device),
     (training.record_attention, 'output[1].detach().cpu()', 'output[1].detach()', test_evaluate_and_record_attention_on_another_device),
     (training.train_step, 'b = batch.to(next(model.parameters()).device)', 'b = batch', test_training_loop_on_another_device),

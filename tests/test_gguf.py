@@ -7,7 +7,7 @@ import torch
 gguf = pytest.importorskip('gguf')
 from gguf import GGMLQuantizationType as Q, quants
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
-from transformer_tutorial.gguf import BLOCKS, dequantize, quantize, load_gguf, read_gguf, _unpermute
+from transformer_tutorial.gguf import BLOCKS, KQUANTS, dequantize, quantize, load_gguf, read_gguf, _unpermute
 from transformer_tutorial.hub_tokenizer import _BYTE_CHAR
 from transformer_tutorial.open_models import chat
 
@@ -40,9 +40,27 @@ def test_plain_kinds_read_as_stored(kind):
     assert np.array_equal(got, quants.dequantize(raw, getattr(Q, kind)).astype(np.float32))
 
 
+def k_bytes(shape, kind, seed=0):
+    "Bytes of `kind` for a matrix of `shape` (rows a multiple of 256): random numbers and sub-block scales, the float16 d (and d_m) small enough for weights of about 0.05."
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 256, (shape[0], shape[1] // 256, KQUANTS[kind]), dtype=np.uint8)
+    for at in ([208] if kind == 'Q6_K' else [0, 2]):
+        raw[..., at:at + 2] = (rng.uniform(0.5, 1.5, raw.shape[:2] + (1,)) * (1e-5 if kind == 'Q6_K' else 5e-5)).astype(np.float16).view(np.uint8)
+    return raw.reshape(shape[0], -1)
+
+
+@pytest.mark.parametrize('kind', list(KQUANTS))
+def test_k_quants_read_as_the_gguf_package_reads_them_bit_for_bit(kind):
+    raw = np.random.default_rng(1).integers(0, 256, (9, KQUANTS[kind]), dtype=np.uint8)   # random packed numbers and scales; the float16s finite:
+    for at in ([208] if kind == 'Q6_K' else [0, 2]): raw[:, at:at + 2] = np.random.default_rng(2).standard_normal((9, 1)).astype(np.float16).view(np.uint8)
+    theirs = quants.dequantize(raw, getattr(Q, kind)).astype(np.float32)                    # (9, 256)
+    ours = dequantize(torch.from_numpy(raw.reshape(-1).copy()), kind, theirs.shape).numpy()
+    assert np.array_equal(ours.view(np.uint32), theirs.view(np.uint32))
+
+
 def test_bad_kinds_and_rows_are_named():
-    with pytest.raises(ValueError, match=r"the quantization 'Q5_K' is not one the course reads: F32, F16, BF16, Q8_0, Q4_0, Q4_1"):
-        dequantize(torch.zeros(176, dtype=torch.uint8), 'Q5_K', (256,))
+    with pytest.raises(ValueError, match=r"the quantization 'Q2_K' is not one the course reads: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"):
+        dequantize(torch.zeros(84, dtype=torch.uint8), 'Q2_K', (256,))
     with pytest.raises(ValueError, match="a row of 40 weights does not split into blocks of 32"): quantize(torch.zeros(2, 40), 'Q8_0')
     with pytest.raises(ValueError, match="the course quantizes to Q8_0, Q4_0, Q4_1, got 'Q2_K'"): quantize(torch.zeros(2, 32), 'Q2_K')
 
@@ -87,13 +105,15 @@ def write_gguf(path, hf, arch='llama', kind='Q4_1', tokenizer=True, pre='smollm'
     for name, t in hf.state_dict().items():
         if name == 'lm_head.weight' and c.tie_word_embeddings: continue
         if name.startswith('model.layers.'):
-            i, rest = name.split('.', 3)[2], name.split('.', 3)[3].rsplit('.', 1)[0]
-            out = f'blk.{i}.{parts[rest]}.weight'
+            i, (rest, suffix) = name.split('.', 3)[2], name.split('.', 3)[3].rsplit('.', 1)
+            out = f'blk.{i}.{parts[rest]}.{suffix}'                         # weight, or Qwen2's bias
         else: out = names[name]
         x = t.detach().numpy().astype(np.float32)
-        if out.endswith('attn_q.weight'): x = permute(x, c.num_attention_heads)
-        if out.endswith('attn_k.weight'): x = permute(x, c.num_key_value_heads)
-        if x.ndim == 2: w.add_tensor(out, quants.quantize(x, getattr(Q, kind)), raw_dtype=getattr(Q, kind))
+        if arch == 'llama' and out.endswith('attn_q.weight'): x = permute(x, c.num_attention_heads)   # Qwen2's converter keeps the halves
+        if arch == 'llama' and out.endswith('attn_k.weight'): x = permute(x, c.num_key_value_heads)
+        k = kind(out) if callable(kind) else kind                           # a kind per tensor, as llama.cpp's mixes (Q4_K_M) choose
+        if x.ndim == 2 and k in KQUANTS: w.add_tensor(out, k_bytes(x.shape, k, seed=len(out)), raw_dtype=getattr(Q, k))
+        elif x.ndim == 2: w.add_tensor(out, quants.quantize(x, getattr(Q, k)), raw_dtype=getattr(Q, k))
         else: w.add_tensor(out, x)
     for name, (data, kind_) in (extra or {}).items(): w.add_tensor(name, data, raw_dtype=kind_)
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
@@ -112,32 +132,69 @@ def small_llama():
     return model
 
 
-@pytest.mark.parametrize('kind', KINDS)
-def test_a_gguf_file_gives_the_model_transformers_reads_from_it(small_llama, kind, tmp_path):
-    path = write_gguf(tmp_path / 'small.gguf', small_llama, kind=kind)
+@pytest.mark.parametrize('kind, pre', [(k, 'smollm') for k in KINDS] + [('Q8_0', 'llama-bpe')])
+def test_a_gguf_file_gives_the_model_transformers_reads_from_it(small_llama, kind, pre, tmp_path):
+    path = write_gguf(tmp_path / 'small.gguf', small_llama, kind=kind, pre=pre)
     ours = load_gguf(path)
     theirs = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file=path.name, dtype=torch.float32).eval()
     ids = torch.randint(0, len(TOKENS), (2, 20), generator=torch.Generator().manual_seed(1))
     with torch.no_grad(): torch.testing.assert_close(ours.model(ids), theirs(ids).logits, atol=1e-4, rtol=0)
     assert ours.settings['eos_id'] == 2 and ours.model.config.num_kv_heads == 2
     tok = AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
-    for text in ['hello world', 'hello<|im_end|>\n', ' wo 12 hell']:
-        assert ours.tokenizer.encode(text) == tok.encode(text)
+    for text in ['hello world', 'hello<|im_end|>\n', ' wo 12 hell', "  hello'll 12345\n\n wo"]:
+        assert ours.tokenizer.encode(text) == tok.encode(text), text
     msgs = [{'role': 'user', 'content': 'hello'}]
     assert ours.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True) == \
         tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False)
 
 
+def test_a_q4_k_m_file_gives_the_model_transformers_reads_from_it(tmp_path):
+    "A file mixed as llama.cpp's Q4_K_M mixes one: Q4_K for most matrices, Q6_K for the output layer and the first block's value and down projections, Q5_K for the second's down projection."
+    torch.manual_seed(0)
+    hf = LlamaForCausalLM(LlamaConfig(vocab_size=len(TOKENS), hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2,
+                                      pad_token_id=2)).eval()
+    mix = lambda name: 'Q6_K' if name in ('output.weight', 'blk.0.attn_v.weight', 'blk.0.ffn_down.weight') else 'Q5_K' if name == 'blk.1.ffn_down.weight' else 'Q4_K'
+    path = write_gguf(tmp_path / 'small.Q4_K_M.gguf', hf, kind=mix)
+    meta, tensors = read_gguf(path)
+    kinds = {t.name: t.tensor_type.name for t in gguf.GGUFReader(path).tensors}
+    assert {kinds['output.weight'], kinds['blk.1.ffn_down.weight'], kinds['blk.1.attn_q.weight']} == {'Q6_K', 'Q5_K', 'Q4_K'}
+    ours = load_gguf(path)
+    theirs = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file=path.name, dtype=torch.float32).eval()
+    ids = torch.randint(0, len(TOKENS), (2, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad(): torch.testing.assert_close(ours.model(ids), theirs(ids).logits, atol=1e-4, rtol=0)
+
+
+def test_a_qwen2_file_gives_the_model_and_tokenizer_transformers_reads_from_it(tmp_path):
+    "A Qwen2 GGUF file, as llama.cpp's converter writes Qwen2.5's: general.architecture 'qwen2', q, k and v biases, the query and key rows not reordered (llama.cpp turns Qwen2's halves as they are), the tokenizer's pre-tokenizer 'qwen2'."
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(0)
+    hf = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(TOKENS), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=128, rope_theta=1e6, tie_word_embeddings=True,
+                                      bos_token_id=1, eos_token_id=2, pad_token_id=2)).eval()
+    with torch.no_grad():
+        for p in hf.parameters(): p.add_(0.05 * torch.randn_like(p))
+    path = write_gguf(tmp_path / 'qwen.gguf', hf, arch='qwen2', kind='Q8_0', pre='qwen2')
+    ours = load_gguf(path)
+    theirs = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file=path.name, dtype=torch.float32).eval()
+    assert type(theirs).__name__ == 'Qwen2ForCausalLM' and ours.model.config.qkv_bias
+    ids = torch.randint(0, len(TOKENS), (2, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad(): torch.testing.assert_close(ours.model(ids), theirs(ids).logits, atol=1e-4, rtol=0)
+    tok = AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
+    for text in ['hello world', "hello<|im_end|>\n  wo 12345 hell'll", 'café naïve']:
+        assert ours.tokenizer.encode(text) == tok.encode(text), text
+
+
 def test_bad_files_get_one_clear_line(small_llama, tmp_path):
-    with pytest.raises(ValueError, match=r"holds a 'qwen3' model; the course reads Llama GGUF files"):
+    with pytest.raises(ValueError, match=r"holds a 'qwen3' model; the course reads Llama and Qwen2 GGUF files"):
         load_gguf(write_gguf(tmp_path / 'a.gguf', small_llama, arch='qwen3'))
     with pytest.raises(ValueError, match=r"the file's metadata holds no tokenizer"):
         load_gguf(write_gguf(tmp_path / 'b.gguf', small_llama, tokenizer=False))
-    with pytest.raises(ValueError, match=r"the file's pre-tokenizer 'mystery' is not one the course knows: default, gpt2, smollm"):
+    with pytest.raises(ValueError, match=r"the file's pre-tokenizer 'mystery' is not one the course knows: default, gpt2, smollm, qwen2, llama-bpe"):
         load_gguf(write_gguf(tmp_path / 'c.gguf', small_llama, pre='mystery'))
-    q5 = np.zeros((1, 176), dtype=np.uint8)                                 # one Q5_K block of 256 weights
-    with pytest.raises(ValueError, match=r"the quantization 'Q5_K' is not one the course reads"):
-        read_gguf(write_gguf(tmp_path / 'd.gguf', small_llama, extra={'blk.0.extra.weight': (q5, Q.Q5_K)}))
+    q3 = np.zeros((1, 110), dtype=np.uint8)                                 # one Q3_K block of 256 weights
+    with pytest.raises(ValueError, match=r"the quantization 'Q3_K' is not one the course reads"):
+        read_gguf(write_gguf(tmp_path / 'd.gguf', small_llama, extra={'blk.0.extra.weight': (q3, Q.Q3_K)}))
     whole = (tmp_path / 'a.gguf').read_bytes()
     (tmp_path / 'cut.gguf').write_bytes(whole[:len(whole) // 2])
     with pytest.raises(ValueError, match=r"cut.gguf: not a readable GGUF file"): read_gguf(tmp_path / 'cut.gguf')

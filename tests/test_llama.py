@@ -170,7 +170,8 @@ def test_llama_config_reads_both_spellings_of_rope_and_refuses_what_it_cannot_co
                          'original_max_position_embeddings': 16}}).rope_scaling['original_max_position_embeddings'] == 32   # the config's own key wins
     dynamic = llama_config({**base, 'rope_scaling': {'type': 'dynamic', 'factor': 2.0}})
     assert dynamic.rope_scaling == {'rope_type': 'dynamic', 'factor': 2.0, 'original_max_position_embeddings': 64} and dynamic.max_len == 128
-    cases = [({'rope_parameters': {'rope_type': 'longrope', 'rope_theta': 1e4}}, "RoPE scaling of type 'longrope' is not implemented; the course computes 'linear', 'llama3', 'yarn', 'dynamic'"),
+    cases = [({'rope_parameters': {'rope_type': 'proportional', 'rope_theta': 1e4}}, "RoPE scaling of type 'proportional' is not implemented; the course computes 'linear', 'llama3', 'yarn', 'dynamic', 'longrope'"),
+             ({'rope_parameters': {'rope_type': 'longrope', 'rope_theta': 1e4}}, r"RoPE scaling 'longrope' needs the number\(s\) \['short_factor', 'long_factor'\]"),
              ({'rope_scaling': {'rope_type': 'llama3', 'factor': 8.0}}, r"RoPE scaling 'llama3' needs the number\(s\) \['low_freq_factor', 'high_freq_factor'\]"),
              ({'rope_scaling': {'type': 'linear'}}, r"RoPE scaling 'linear' needs the number\(s\) \['factor'\]"),
              ({'rope_scaling': {'type': 'linear', 'factor': -2.0}}, "RoPE scaling factor must be positive, got -2.0"),
@@ -886,3 +887,35 @@ def test_dynamic_rope_equals_transformers_past_the_trained_context(tmp_path):
     to_llama(ours, tmp_path / 'back')
     assert json.loads((tmp_path / 'back' / 'config.json').read_text())['max_position_embeddings'] == 24
     with torch.no_grad(): assert (fresh(tmp_path / 'back')(idx).logits - fresh(tmp_path / 'hub')(idx).logits).abs().max() < 1e-5
+
+
+def test_longrope_equals_transformers_within_and_past_the_trained_context(tmp_path):
+    "Phi-3's LongRoPE (Phi-3-mini-128k, Phi-3.5-mini): each feature pair divided by its own factor, the short set within original_max_position_embeddings (16 here), the long set past it, cos and sin times sqrt(1 + ln s / ln n_0). Logits on both sides, greedy tokens across n_0 with and without the cache (crossing n_0, transformers' Phi-3 recomputes its cache with the long set, and so does the course's generate), and back; 'su', its older name, read as LongRoPE as Phi3Config reads it."
+    g = torch.Generator().manual_seed(3)
+    short, long = (1 + torch.rand(4, generator=g)).tolist(), (1 + 3 * torch.rand(4, generator=g)).tolist()   # d_head = 8: 4 pairs
+    torch.manual_seed(0)
+    theirs = Phi3ForCausalLM(Phi3Config(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                        max_position_embeddings=64, original_max_position_embeddings=16, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+                                        rope_scaling={'type': 'longrope', 'short_factor': short, 'long_factor': long}))
+    with torch.no_grad():
+        for p in theirs.parameters(): p.add_(0.1 * torch.randn_like(p))
+    theirs.save_pretrained(tmp_path / 'hub')
+    theirs = Phi3ForCausalLM.from_pretrained(tmp_path / 'hub').eval()
+    ours = from_phi3(tmp_path / 'hub')
+    assert ours.config.rope_scaling['rope_type'] == 'longrope' and ours.config.rope_scaling['factor'] == 4.0
+    su = json.loads((tmp_path / 'hub' / 'config.json').read_text())
+    su['rope_scaling'] = {'type': 'su', 'short_factor': short, 'long_factor': long}
+    assert llama_config(su, 'phi3').rope_scaling == ours.config.rope_scaling
+    idx = torch.randint(0, 97, (2, 40), generator=torch.Generator().manual_seed(0))
+    plain = GPT.from_config({**ours.config.to_dict(), 'rope_scaling': None}).eval()
+    plain.load_state_dict(ours.state_dict())
+    with torch.no_grad():
+        for n in (12, 40):
+            expected = theirs(idx[:, :n]).logits
+            assert (ours(idx[:, :n]) - expected).abs().max() < 1e-4 and (plain(idx[:, :n]) - expected).abs().max() > 1e-3
+    prompt = idx[:1, :10]
+    for cache in (True, False):
+        want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=20, do_sample=False, pad_token_id=0, use_cache=cache)
+        assert torch.equal(generate(ours, prompt, 20, temperature=0, use_cache=cache), want)
+    to_phi3(ours, tmp_path / 'back')
+    with torch.no_grad(): assert (Phi3ForCausalLM.from_pretrained(tmp_path / 'back').eval()(idx).logits - theirs(idx).logits).abs().max() < 1e-5

