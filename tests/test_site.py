@@ -285,6 +285,23 @@ COLLECT_JS = r"""
     solutions: [...document.querySelectorAll('details')]
              .filter(d => (d.querySelector(':scope > summary') || {textContent: ''}).textContent.trim() === summaryText)
              .map(d => ({open: d.open, codeVisible: visible(d.querySelector('pre'))})),
+    // Every shown code block and printed output: does its text fit its box, or does it scroll sideways? `column`:
+    // how many characters of its font the box shows (a run of 100 'x' measured in the block's own font).
+    blocks: [...main.querySelectorAll('pre')].filter(visible).map(p => {
+             const cs = getComputedStyle(p), probe = document.createElement('span');
+             probe.textContent = 'x'.repeat(100);
+             Object.assign(probe.style, {font: cs.font, whiteSpace: 'pre', position: 'absolute', visibility: 'hidden'});
+             document.body.appendChild(probe);
+             const charWidth = probe.getBoundingClientRect().width / 100;
+             probe.remove();
+             const lines = p.innerText.split('\n'), longest = lines.reduce((a, b) => b.length > a.length ? b : a, '');
+             // a ```text fence in the prose quotes a program's output, and wraps as outputs do (styles.css)
+             return {output: !!p.closest('.cell-output, .cell-output-stdout, .cell-output-stderr, .cell-output-display')
+                             || p.classList.contains('text'),
+                     overflows: p.scrollWidth > p.clientWidth + 1, font: cs.fontSize,
+                     column: Math.floor((p.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight)) / charWidth),
+                     longest: longest.length, line: longest.trim().slice(0, 70), wide: !!p.closest('.wide-output'),
+                     cell: (p.closest('.cell') || {}).id || ''}; }),
     charts: [...document.querySelectorAll('.vega-embed')].map(e => ({
              sliders: e.querySelectorAll('input[type=range]').length,
              drawn: !!e.querySelector('canvas, svg.marks')})),
@@ -658,6 +675,49 @@ def test_no_horizontal_overflow_on_a_phone(site):
             problems.append(f"{page}: scrolls sideways at {o['width']} px (page is {o['scrollWidth']} px wide): "
                             + ("; ".join(o["culprits"]) or "no single element found"))
     _report(problems, "pages wider than a 420 px phone screen")
+
+
+# Printed outputs that may be wider than the text column, and why wrapping them would mislead: page -> {cell id: why}.
+# Their cells say `#| classes: wide-output`, and styles.css keeps their lines whole, scrolling inside their own box
+# (never the page: the phone test above). Every other output wraps at the column (styles.css).
+WIDE_OUTPUTS = {
+    "complexity.html": {"f0bd19be": "a table of timings, one column per sequence length"},
+    "model_files.html": {"b1394885": "a safetensors header: tensor names beside their dtype, shape and offsets"},
+    "pitfalls.html": {"00ca631e": "a table of mutants: name, the check that catches it, its message"},
+    "grading_copies.html": {"aae0b02b": "a table: each exercise beside the reference functions it holds"},
+    "open_families.html": {"75b0ca40": "a table: each family's tokenizer pipeline, step beside step"},
+    "fast.html": {"d5148575": "torch.profiler's table, as it prints it"},
+}
+
+
+def _blocks(site, output):
+    return [(page, b) for page, d in site.data.items() for b in d["blocks"] if b["output"] == output]
+
+
+def test_code_fits_the_column(site, capsys):
+    """At a 1280 px desktop, every shown code cell fits its box: no line a reader has to scroll sideways to read.
+    Prints the column measured (characters of code the box shows) and the longest line shown."""
+    blocks = _blocks(site, False)
+    columns = sorted({b["column"] for _, b in blocks})
+    longest = max((b["longest"] for _, b in blocks), default=0)
+    with capsys.disabled():
+        print(f"\ncode column at {DESKTOP['width']} px: {columns} characters; {len(blocks)} code blocks, the longest "
+              f"line {longest} characters; {sum(b['overflows'] for _, b in blocks)} wider than their box")
+    _report([f"{page}: cell #{b['cell'] or '?'}, a line of {b['longest']} characters in a column of {b['column']}: "
+             f"{b['line']!r}" for page, b in blocks if b["overflows"]], "code blocks wider than the text column")
+
+
+def test_outputs_fit_the_column(site):
+    """Every printed output fits its box too (it wraps), except the tables of WIDE_OUTPUTS, which are marked as
+    such on the page; an entry of WIDE_OUTPUTS whose output no longer needs the room is reported too."""
+    outputs = _blocks(site, True)
+    problems = [f"{page}: output of cell #{b['cell'] or '?'}, a line of {b['longest']} characters in a column of "
+                f"{b['column']}: {b['line']!r}" for page, b in outputs
+                if b["overflows"] and not (b["wide"] and b["cell"] in WIDE_OUTPUTS.get(page, {}))]
+    wide = {(page, b["cell"]) for page, b in outputs if b["overflows"] and b["wide"]}
+    problems += [f"{page}: cell #{cell} is listed in WIDE_OUTPUTS but its output fits, or is not marked wide-output"
+                 for page, cells in WIDE_OUTPUTS.items() for cell in cells if (page, cell) not in wide]
+    _report(problems, "outputs wider than the text column")
 
 
 def _norm(text):

@@ -15,6 +15,9 @@ options stay), and cells whose `source` is deleted are dropped afterwards.
   page: they leave blank gaps and make Quarto load the jupyter-widgets manager from a CDN with a floating version.
   Drops them, the empty stream outputs progress bars leave behind, and the notebook's widget state; a text
   progress bar's \r-redrawn frames are reduced to the last one, as a terminal would show it.
+- Importing this module also sets how `show_doc` writes an API entry on the site (fastcore's renderer, which nbdev
+  runs in this process): signatures wrapped to the code column, a docstring's whole first paragraph in italics, and
+  the tokenizer's long default pattern shown by its name (see below).
 - `fold_solutions`: in the exercise notebooks (`nbs/exercises/`), shows each solution cell as the student sees
   it (`transformer_tutorial.assignments.strip_solutions`) followed by the solution, without nbgrader's markers,
   folded behind a closed "Show a solution" toggle. The graded check cells keep their code but lose their stored
@@ -22,8 +25,36 @@ options stay), and cells whose `source` is deleted are dropped afterwards.
 """
 from pathlib import Path
 
+import fastcore.docments as _docments
 from execnb.nbio import mk_cell
 from nbdev.process import Processor
+
+# `show_doc` as nbdev runs it while rendering (in this process, after this module is imported to name the processors
+# below): a signature's parameters wrapped at SIGNATURE_WIDTH, which with their 4-space indent and a comma fits the
+# site's 98-character code column (fastcore's default is 110), and a docstring's whole first paragraph in italics
+# (fastcore italicizes its first line only, which cuts a docstring wrapped at the column in mid-sentence).
+SIGNATURE_WIDTH = 90
+_init = _docments.ShowDocRenderer.__init__
+assert _init.__code__.co_varnames[:5] == ("self", "sym", "name", "title_level", "maxline"), "fastcore changed show_doc"
+_init.__defaults__ = _init.__defaults__[:-1] + (SIGNATURE_WIDTH,)
+
+
+def _italic_first_paragraph(doc: str) -> str:
+    first, sep, rest = doc.partition("\n\n")
+    return " " * (len(first) - len(first.lstrip())) + "*" + " ".join(first.split()) + "*" + sep + rest
+
+
+_docments._ital_first = _italic_first_paragraph
+_fmt_default = _docments._fmt_default
+
+
+def _named_default(value):
+    "A default the package names shows by its name: `pattern:str=GPT2_PATTERN`, not the 90 characters of the regex."
+    from transformer_tutorial.tokenizer import GPT2_PATTERN
+    return "GPT2_PATTERN" if isinstance(value, str) and value == GPT2_PATTERN else _fmt_default(value)
+
+
+_docments._fmt_default = _named_default
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 SOLUTION_SUMMARY = "Show a solution"

@@ -14,22 +14,28 @@ from .utils import atomic_write
 
 # %% ../nbs/15_assignments.ipynb #e62d8857
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-STUB_MESSAGE = "write your solution here (replace this line), then run the check below"
+STUB_MESSAGE = "write your solution here, then run the check below"
 
 def strip_solutions(source: str, message: str = STUB_MESSAGE) -> str:
-    "Replace each `### BEGIN SOLUTION` ... `### END SOLUTION` block of `source` by an indented `raise NotImplementedError`."
+    """Replace each `### BEGIN SOLUTION` ... `### END SOLUTION` block of `source` by an indented
+    `raise NotImplementedError`."""
     out, inside = [], False
     for line in source.splitlines(keepends=True):
         marker = line.strip()
         if marker == BEGIN:
-            if inside: raise ValueError(f"nested '{BEGIN}': close the previous block with '{END}' first")
+            if inside:
+                raise ValueError(f"nested '{BEGIN}': close the previous block "
+                                 f"with '{END}' first")
             inside, indent = True, line[: len(line) - len(line.lstrip())]
-            out += [f"{indent}# YOUR CODE HERE\n", f"{indent}raise NotImplementedError({message!r})\n"]
+            out += [f"{indent}# YOUR CODE HERE\n",
+                    f"{indent}raise NotImplementedError({message!r})\n"]
         elif marker == END:
             if not inside: raise ValueError(f"'{END}' without a '{BEGIN}' before it")
             inside = False
         elif not inside: out.append(line)
-    if inside: raise ValueError(f"'{BEGIN}' without a matching '{END}': the solution would leak into the student version")
+    if inside:
+        raise ValueError(f"'{BEGIN}' without a matching '{END}': the solution would leak into "
+                         "the student version")
     return "".join(out).rstrip("\n") if not source.endswith("\n") else "".join(out)
 
 # %% ../nbs/15_assignments.ipynb #2ee06c77
@@ -38,26 +44,32 @@ def _lines(text):
     return text.splitlines(keepends=True)
 
 def exercise_folder() -> Path:
-    "The folder of exercise (solution) notebooks: shipped inside the installed package, or `nbs/exercises` beside an editable install."
+    """The folder of exercise (solution) notebooks: shipped inside the installed package, or
+    `nbs/exercises` beside an editable install."""
     import transformer_tutorial
-    pkg = Path(transformer_tutorial.__file__).resolve().parent  # works in a notebook too, where __file__ is not this module's
+    # works in a notebook too, where __file__ is not this module's
+    pkg = Path(transformer_tutorial.__file__).resolve().parent
     for folder in (pkg / "exercises", pkg.parent / "nbs" / "exercises"):
         if any(folder.glob("ex*.ipynb")): return folder
-    raise FileNotFoundError(f"no exercise notebooks in {pkg / 'exercises'} (a broken install?): reinstall the package, "
+    raise FileNotFoundError(f"no exercise notebooks in {pkg / 'exercises'} (a broken "
+                            "install?): reinstall the package, "
                             "or pass source=, the folder that holds the ex*.ipynb notebooks")
 
 def _student_version(path, badge_url=None, site_url=None):
     "The student version of the notebook at `path` as .ipynb text."
     try: nb = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ValueError(f"{path} is not a notebook (not UTF-8 JSON: {e})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is not a notebook (not UTF-8 JSON: {e})") from None
     cells = []
     for cell in nb["cells"]:
         text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
         if cell["cell_type"] == "markdown" and "colab-badge.svg" in text:
-            if badge_url is None: continue  # the solution notebook's badges point at the solutions
+            # the solution notebook's badges point at the solutions
+            if badge_url is None: continue
             text = _colab_badge(badge_url.format(name=path.name))
         if cell["cell_type"] == "markdown" and site_url:
-            text = re.sub(r"\]\(\.\./([\w./-]+\.ipynb)\)", lambda m: f"]({site_url.rstrip('/')}/{_site_page(m.group(1))})", text)
+            text = re.sub(r"\]\(\.\./([\w./-]+\.ipynb)\)",
+                          lambda m: f"]({site_url.rstrip('/')}/{_site_page(m.group(1))})", text)
         if cell["cell_type"] == "code":
             text = strip_solutions(text)
             cell["outputs"], cell["execution_count"] = [], None
@@ -67,14 +79,20 @@ def _student_version(path, badge_url=None, site_url=None):
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 def _site_page(notebook):
-    "The page nbdev renders the notebook at relative path `notebook` to: `01_attention.ipynb` -> `attention.html`."
+    """The page nbdev renders the notebook at relative path `notebook` to: `01_attention.ipynb`
+    -> `attention.html`."""
     folder, _, name = notebook.rpartition("/")
-    page = re.sub(r"^\d+[a-zA-Z0-9]*_", "", name.lower())[: -len(".ipynb")] + ".html"  # nbdev's rule (doclinks._nbpath2html)
+    # nbdev's rule (doclinks._nbpath2html)
+    page = re.sub(r"^\d+[a-zA-Z0-9]*_", "", name.lower())[: -len(".ipynb")] + ".html"
     return f"{folder}/{page}" if folder else page
 
 def _colab_badge(url, alt="Open In Colab"):
-    "An *Open in Colab* badge as HTML: a plain link and image in Jupyter, Colab, GitHub and on the site (no figure caption)."
-    return f'<a href="{url}"><img src="https://colab.research.google.com/assets/colab-badge.svg" alt="{alt}"></a>'
+    """An *Open in Colab* badge as HTML: a plain link and image in Jupyter, Colab, GitHub and on
+    the site (no figure caption)."""
+    return (
+        f'<a href="{url}"><img src="https://colab.research.google.com/assets/colab-badge.svg"'
+        f' alt="{alt}"></a>'
+    )
 
 def _backup_name(path):
     "The first free name `NAME.bak`, `NAME.bak2`, ... beside `path`."
@@ -82,24 +100,34 @@ def _backup_name(path):
     while cand.exists(): n += 1; cand = path.with_name(f"{path.name}.bak{n}")
     return cand
 
-def make_assignments(out_dir: Union[str, Path], source: Optional[Union[str, Path]] = None, badge_url: Optional[str] = None,
-                     site_url: Optional[str] = None, force: bool = False) -> List[Path]:
-    "Write student versions (solutions replaced by `raise NotImplementedError`, outputs cleared) of the notebooks in `source` to `out_dir`; returns their paths."
+def make_assignments(out_dir: Union[str, Path], source: Optional[Union[str, Path]] = None,
+                     badge_url: Optional[str] = None, site_url: Optional[str] = None,
+                     force: bool = False) -> List[Path]:
+    """Write student versions (solutions replaced by `raise NotImplementedError`, outputs
+    cleared) of the notebooks in `source` to `out_dir`; returns their paths."""
     source = exercise_folder() if source is None else Path(source)
     out_dir = Path(out_dir)
-    if not source.is_dir(): raise FileNotFoundError(f"source must be a folder of exercise notebooks, got {source}")
+    if not source.is_dir():
+        raise FileNotFoundError(f"source must be a folder of exercise notebooks, got {source}")
     paths = sorted(source.glob("*.ipynb"))
     if not paths: raise FileNotFoundError(f"no .ipynb notebooks in {source}")
-    if out_dir.exists() and not out_dir.is_dir(): raise NotADirectoryError(f"{out_dir} is a file; give a folder to write the notebooks into")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NotADirectoryError(f"{out_dir} is a file; give a folder to write "
+                                 "the notebooks into")
     if out_dir.resolve() == source.resolve():
-        raise ValueError(f"out_dir must differ from source ({source}): writing there would overwrite the solutions")
-    texts = {out_dir / p.name: _student_version(p, badge_url, site_url) for p in paths}  # all made before anything is written
+        raise ValueError(f"out_dir must differ from source ({source}): writing there would "
+                         "overwrite the solutions")
+    # all made before anything is written
+    texts = {out_dir / p.name: _student_version(p, badge_url, site_url) for p in paths}
     there = [d for d in texts if d.exists()]
     if there and not force:
-        raise FileExistsError(f"{out_dir} already holds {', '.join(d.name for d in there)}: nothing was written. Pass force=True "
-                              "(--force) to replace them; a notebook that differs from the new one is first kept as NAME.ipynb.bak")
+        raise FileExistsError(f"{out_dir} already holds {', '.join(d.name for d in there)}: "
+                              "nothing was written. Pass force=True "
+                              "(--force) to replace them; a notebook that differs from the new "
+                              "one is first kept as NAME.ipynb.bak")
     for dest, text in texts.items():
-        if dest.exists() and dest.read_text(encoding="utf-8") != text:  # an edited notebook is never lost
+        if dest.exists() and dest.read_text(encoding="utf-8") != text:
+            # an edited notebook is never lost
             with atomic_write(_backup_name(dest), "wb") as f: f.write(dest.read_bytes())
         with atomic_write(dest, encoding="utf-8") as f: f.write(text)
     return list(texts)
@@ -112,57 +140,82 @@ def _check_cells(nb):
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code": continue
         meta = cell.metadata.get("nbgrader")
-        meta = meta if isinstance(meta, dict) else {}   # a hand-edited notebook may hold anything there
+        # a hand-edited notebook may hold anything there
+        meta = meta if isinstance(meta, dict) else {}
         if meta.get("grade") and not meta.get("solution"):
             yield i, meta.get("grade_id", f"cell-{i}"), float(meta.get("points", 1))
         elif not meta and _CHECK_CALL.search(cell.source):
             yield i, f"{_CHECK_CALL.search(cell.source).group(0)[:-1]}-cell{i}", 1.0
 
 def _memory_cap(nbytes):
-    "A `preexec_fn` for the kernel's process: at most `nbytes` of address space (RLIMIT_AS), soft and hard, where the OS lets it be set."
+    """A `preexec_fn` for the kernel's process: at most `nbytes` of address space (RLIMIT_AS),
+    soft and hard, where the OS lets it be set."""
     def cap():
         import resource
         try: resource.setrlimit(resource.RLIMIT_AS, (nbytes, nbytes))
-        except (ValueError, OSError): pass  # macOS may refuse it: the kernel then runs without the limit
+        # macOS may refuse it: the kernel then runs without the limit
+        except (ValueError, OSError): pass
     return cap
 
-def run_check_cells(nb, folder: Union[str, Path], timeout: int = 600, kernel_name: str = "python3",
-                    memory_limit: Optional[int] = None) -> dict:
-    "Execute the notebook `nb` in a fresh kernel started in `folder`; report its check cells, the score, every cell's error and the status (ok, timed out, crashed)."
+def run_check_cells(nb, folder: Union[str, Path], timeout: int = 600,
+                    kernel_name: str = "python3", memory_limit: Optional[int] = None) -> dict:
+    """Execute the notebook `nb` in a fresh kernel started in `folder`; report its check cells,
+    the score, every cell's error and the status (ok, timed out, crashed)."""
     import subprocess
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
     from transformer_tutorial.checks.core import _SKIPPED_MIME
     for cell in nb.cells:
-        if cell.cell_type == "code": cell.outputs, cell.execution_count = [], None  # outputs stored by the student are not results
-    errors = {}  # cell index -> "Name: message" of each cell that ran and failed; a cell that never ran is not here
+        # outputs stored by the student are not results
+        if cell.cell_type == "code": cell.outputs, cell.execution_count = [], None
+    # cell index -> "Name: message" of each cell that ran and failed; a cell that never ran is
+    # not here
+    errors = {}
     def record(cell, cell_index, execute_reply):
         c = execute_reply["content"]
         errors[cell_index] = f"{c['ename']}: {c['evalue']}" if c["status"] == "error" else None
-        skipped = [o["data"][_SKIPPED_MIME] for o in cell.get("outputs", []) if _SKIPPED_MIME in o.get("data", {})]
-        if skipped and errors[cell_index] is None: errors[cell_index] = f"Skipped: {skipped[0]}"   # a check that could not run here: no point
-    timed_out = {"ename": "CellTimeoutError", "evalue": f"the cell ran longer than {timeout} s and was interrupted", "traceback": []}
-    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True, interrupt_on_timeout=True,
-                            error_on_timeout=timed_out, on_cell_executed=record, resources={"metadata": {"path": str(folder)}})
+        skipped = [
+            o["data"][_SKIPPED_MIME] for o in cell.get("outputs", [])
+            if _SKIPPED_MIME in o.get("data", {})
+        ]
+        # a check that could not run here: no point
+        if skipped and errors[cell_index] is None: errors[cell_index] = f"Skipped: {skipped[0]}"
+    timed_out = {"ename": "CellTimeoutError", "evalue": f"the cell ran longer than {timeout} s "
+                                                        "and was interrupted", "traceback": []}
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True,
+                            interrupt_on_timeout=True, error_on_timeout=timed_out,
+                            on_cell_executed=record,
+                            resources={"metadata": {"path": str(folder)}})
     popen = {"stderr": subprocess.DEVNULL}  # the kernel's own log noise
     if memory_limit and os.name == "posix": popen["preexec_fn"] = _memory_cap(memory_limit)
     try: client.execute(**popen); died = False
     except DeadKernelError: died = True
-    not_run = "not run: the kernel died before it (out of memory, or the code ended the process)" if died else "not run"
+    not_run = (
+        "not run: the kernel died before it (out of memory, or the code ended the process)"
+        if died
+        else "not run"
+    )
     checks = {}
     for i, gid, points in _check_cells(nb):
         err = errors[i] if i in errors else not_run
-        checks[gid] = {"cell": i, "passed": err is None, "points": 0.0 if err else points, "max_points": points, "error": err}
+        checks[gid] = {"cell": i, "passed": err is None, "points": 0.0 if err else points,
+                       "max_points": points, "error": err}
     first = next(((i, e) for i, e in sorted(errors.items()) if e), None)
-    status = "crashed" if died else "timed out" if any(e and e.startswith("CellTimeoutError") for e in errors.values()) else "ok"
+    status = "crashed" if died else "timed out" if any(e and e.startswith("CellTimeoutError")
+                                                       for e in errors.values()) else "ok"
     return {"checks": checks, "score": sum(c["points"] for c in checks.values()),
             "max_score": sum(c["max_points"] for c in checks.values()), "status": status,
             "first_error": None if first is None else {"cell": first[0], "error": first[1]},
             "errors": {i: e for i, e in sorted(errors.items()) if e}}
 
-def grade_notebook(path: Union[str, Path], timeout: int = 600, kernel_name: str = "python3") -> dict:
-    "Execute the notebook at `path` in a fresh kernel and report which check cells passed, and the score."
+def grade_notebook(path: Union[str, Path], timeout: int = 600,
+                   kernel_name: str = "python3") -> dict:
+    """Execute the notebook at `path` in a fresh kernel and report which check cells passed, and
+    the score."""
     import nbformat
     path = Path(path)
     if not path.is_file(): raise FileNotFoundError(f"no notebook at {path}")
-    return {"notebook": str(path), **run_check_cells(nbformat.read(path, as_version=4), path.parent, timeout, kernel_name)}
+    return {
+        "notebook": str(path),
+        **run_check_cells(nbformat.read(path, as_version=4), path.parent, timeout, kernel_name)
+    }

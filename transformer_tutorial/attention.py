@@ -15,23 +15,29 @@ from .validation import _check_mask
 def _check_attention_inputs(query, key, value):
     "Raise a clear error unless query and key share d_k and key and value share their length."
     if query.size(-1) != key.size(-1):
-        raise ValueError(f"query and key must share their last dimension d_k, got {query.size(-1)} and {key.size(-1)}")
+        raise ValueError("query and key must share their last dimension d_k, got "
+                         f"{query.size(-1)} and {key.size(-1)}")
     if key.size(-2) != value.size(-2):
-        raise ValueError(f"key and value must have the same length, got {key.size(-2)} and {value.size(-2)}")
+        raise ValueError(f"key and value must have the same length, got {key.size(-2)} and "
+                         f"{value.size(-2)}")
 
 # %% ../nbs/01_attention.ipynb #13f7c229
 def _masked_softmax(scores, mask=None):
     "Softmax over the keys (last axis); a key the boolean `mask` hides gets weight exactly 0."
     if mask is None: return scores.softmax(dim=-1)
     _check_mask(mask, scores.shape)
-    # The most negative finite number, not -inf: exp() still underflows to exactly 0, but a row with
+    # The most negative finite number, not -inf: exp() still underflows to exactly 0, but a row
+    # with
     # every key masked stays finite (uniform softmax) instead of 0/0 = NaN.
     weights = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).softmax(dim=-1)
-    # Masked weights become exactly 0; a fully masked query row attends to nothing and outputs zeros.
+    # Masked weights become exactly 0; a fully masked query row attends to nothing and outputs
+    # zeros.
     return weights.masked_fill(~mask, 0.0)
 
-def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None,
-                                 dropout: Optional[torch.nn.Dropout] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def scaled_dot_product_attention(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None,
+        dropout: Optional[torch.nn.Dropout] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "softmax(Q Kᵀ / √d_k) V over any leading dims; `mask` is boolean, True = may attend."
     _check_attention_inputs(query, key, value)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (..., Lq, Lk)

@@ -16,131 +16,231 @@ from .shakespeare import ShakespeareTask
 from .llama import LLAMA_BLOCK
 
 # %% ../nbs/12_cli.ipynb #7f0dff87
-LOG_EVERY = 100   # without a terminal (a log file, a CI job), a line of progress every this many steps besides each evaluation
+# without a terminal (a log file, a CI job), a line of progress every this many steps besides
+# each evaluation
+LOG_EVERY = 100
 
-SHAKESPEARE_BLOCK = {**LLAMA_BLOCK, 'tie_embeddings': True}   # chapter 17c's block, its output layer tied to the embedding as GPT-2's
+# chapter 17c's block, its output layer tied to the embedding as GPT-2's
+SHAKESPEARE_BLOCK = {**LLAMA_BLOCK, 'tie_embeddings': True}
 
-TASKS = {  # the registry: --task name -> a function making the task, and what its model needs beyond train_task's defaults
+# the registry: --task name -> a function making the task, and what its model needs beyond
+# train_task's defaults
+TASKS = {
     'copy': (lambda: CopyTask(), FAST_COPY),
     'reverse': (lambda: CopyTask(reverse=True), FAST_COPY),
     'number-words': (lambda: NumberWords(), {'num_layers': 2}),
-    'shakespeare': (lambda: ShakespeareTask(context=64, block=SHAKESPEARE_BLOCK), {  # a GPT, and the benchmark's recipe: about 4 minutes on two CPU cores
-        'd_model': 128, 'num_heads': 4, 'num_layers': 4, 'd_ff': 344, 'steps': 2000, 'batch_size': 32, 'lr': 6e-3, 'warmup': 100,
-        'schedule_steps': 2000, 'eval_every': 500, 'n_eval': 200}),
+    # a GPT, and the benchmark's recipe: about 4 minutes on two CPU cores
+    'shakespeare': (lambda: ShakespeareTask(context=64, block=SHAKESPEARE_BLOCK), {
+        'd_model': 128, 'num_heads': 4, 'num_layers': 4, 'd_ff': 344, 'steps': 2000,
+        'batch_size': 32, 'lr': 6e-3, 'warmup': 100, 'schedule_steps': 2000, 'eval_every': 500,
+        'n_eval': 200
+    }),
 }
-TOKENIZERS = {'shakespeare': ('bpe', 2000)}   # a task's tokens unless --tokenizer says otherwise: subwords beat counting in the time (chapter 16a)
+# a task's tokens unless --tokenizer says otherwise: subwords beat counting in the time (chapter
+# 16a)
+TOKENIZERS = {'shakespeare': ('bpe', 2000)}
 
 def task_from_config(task: Optional[dict]) -> Task:
-    "The `Task` a model folder's config.json records (what the task's to_dict wrote), found through `TASKS`; version 0.1 recorded the copy task's arguments, or nothing."
+    """The `Task` a model folder's config.json records (what the task's to_dict wrote), found
+    through `TASKS`; version 0.1 recorded the copy task's arguments, or nothing."""
     if not task: return CopyTask()
     if 'name' not in task: return CopyTask.from_dict(task)
     registered = [make() for make, _ in TASKS.values()]
     kind = next((type(t) for t in registered if t.to_dict()['name'] == task['name']), None)
     if kind is None:
         known = sorted({t.to_dict()['name'] for t in registered})
-        raise ValueError(f"config.json records a task named {task['name']!r}, which this version does not know; it knows {', '.join(known)}")
+        raise ValueError(f"config.json records a task named {task['name']!r}, which this "
+                         f"version does not know; it knows {', '.join(known)}")
     try: return kind.from_dict(task)
-    except TypeError as e: raise ValueError(f"config.json's task {task} does not fit {kind.__name__}: {e}") from None
+    except TypeError as e:
+        raise ValueError(
+            f"config.json's task {task} does not fit {kind.__name__}: {e}") from None
 
 def _make_task(name: str, tokenizer: Optional[str] = None, vocab_size: Optional[int] = None):
-    "The task and model options registered as `name`, on its tokens (`TOKENIZERS`, or `tokenizer` 'char' or 'bpe' with `vocab_size`); a `UsageError` listing the tasks there are."
-    if name not in TASKS: raise UsageError(f"unknown task {name!r}; the tasks are {', '.join(TASKS)}")
+    """The task and model options registered as `name`, on its tokens (`TOKENIZERS`, or
+    `tokenizer` 'char' or 'bpe' with `vocab_size`); a `UsageError` listing the tasks there
+    are."""
+    if name not in TASKS:
+        raise UsageError(f"unknown task {name!r}; the tasks are {', '.join(TASKS)}")
     make, options = TASKS[name]
     default, default_size = TOKENIZERS.get(name, ('char', None))
-    if tokenizer is not None and name not in TOKENIZERS: raise UsageError(f"--tokenizer is for --task shakespeare; the {name} task has its own tokens")
+    if tokenizer is not None and name not in TOKENIZERS:
+        raise UsageError(f"--tokenizer is for --task shakespeare; the {name} task "
+                         "has its own tokens")
     tokenizer, vocab_size = tokenizer or default, vocab_size or default_size
-    if tokenizer == 'char' and vocab_size is not None and name in TOKENIZERS and vocab_size != default_size:
-        raise UsageError('--vocab-size is for --tokenizer bpe; characters are as many as the training plays hold')
+    if (
+        tokenizer == 'char'
+        and vocab_size is not None
+        and name in TOKENIZERS
+        and vocab_size != default_size
+    ):
+        raise UsageError('--vocab-size is for --tokenizer bpe; characters are as many as the '
+                         'training plays hold')
     if tokenizer == 'char': return make(), options
     from transformer_tutorial.tokenizer import BPETokenizer
     from transformer_tutorial.shakespeare import load_shakespeare
     try: trained = BPETokenizer.train(load_shakespeare('train'), vocab_size)
-    except ValueError as e: raise UsageError(str(e).replace('vocab_size', '--vocab-size')) from None
+    except ValueError as e:
+        raise UsageError(str(e).replace('vocab_size', '--vocab-size')) from None
     task = make()
     return ShakespeareTask(context=task.context, tokenizer=trained, block=task.block), options
 
 def _parser():
     "The argparse parser with the four subcommands."
-    p = argparse.ArgumentParser(prog='transformer-tutorial', description='Train and try the Transformer of the transformer_tutorial course.')
+    p = argparse.ArgumentParser(
+        prog='transformer-tutorial',
+        description='Train and try the Transformer of the transformer_tutorial course.')
     sub = p.add_subparsers(dest='command', required=True, metavar='COMMAND')
-    t = sub.add_parser('train', help='train a task to 100%% held-out exact match (a language model: for its steps)')
-    t.add_argument('--task', default=None, help=f"what to learn: {', '.join(TASKS)} (default: copy, or the task of --resume)")
-    t.add_argument('--steps', type=_positive_int, default=None, help="step budget (default: the task's, 1500 for copy, reverse and "
-                   "number-words, which stop early at 100%% held-out exact match, 2000 for shakespeare, which trains all of them)")
-    t.add_argument('--device', default=None, help='cpu, cuda, cuda:N or mps (default: the best available)')
-    t.add_argument('--seed', type=_seed, default=0, help='seed for the weights and the training data, 0 to 2**63-1 (default: 0)')
+    t = sub.add_parser('train', help='train a task to 100%% held-out exact match (a language '
+                                     'model: for its steps)')
+    t.add_argument('--task', default=None, help=f"what to learn: {', '.join(TASKS)} (default: "
+                                                "copy, or the task of --resume)")
+    t.add_argument(
+        '--steps', type=_positive_int, default=None,
+        help="step budget (default: the task's, 1500 for copy, reverse and "
+        "number-words, which stop early at 100%% held-out exact match, 2000 for "
+        "shakespeare, which trains all of them)")
+    t.add_argument('--device', default=None, help='cpu, cuda, cuda:N or mps (default: '
+                                                  'the best available)')
+    t.add_argument('--seed', type=_seed, default=0,
+                   help='seed for the weights and the training data, 0 to 2**63-1 (default: 0)')
     t.add_argument('--out', default=None, help='output folder (default: runs/TASK)')
-    t.add_argument('--json', action='store_true', help='print the final metrics as one JSON line (the last line of stdout)')
-    t.add_argument('--batch-size', type=_positive_int, default=None, help='sequences per step over all processes (default: 128; '
-                   'shakespeare: 32 windows)')
-    t.add_argument('--resume', default=None, metavar='FOLDER', help='continue the run saved in FOLDER (written with any number of '
-                   'processes) up to --steps; writes into FOLDER unless --out is given')
-    t.add_argument('--timeout', type=_positive_int, default=300, metavar='SECONDS', help='under torchrun: how long a process waits '
-                   'for the others before giving up with an error (default: 300)')
-    t.add_argument('--compile', action='store_true', help='train through torch.compile (chapter 20); where compiling is not '
-                   'available it says so and trains without')
-    t.add_argument('--tokenizer', choices=['char', 'bpe'], default=None, help='shakespeare: byte-pair encoding trained on the '
-                   'training plays (chapter 16a; the default) or characters as tokens')
-    t.add_argument('--vocab-size', type=_positive_int, default=None, metavar='N', help='with --tokenizer bpe: the vocabulary size, at '
-                   'least 256 (default: 2000)')
+    t.add_argument('--json', action='store_true', help='print the final metrics as one JSON '
+                                                       'line (the last line of stdout)')
+    t.add_argument(
+        '--batch-size', type=_positive_int, default=None,
+        help='sequences per step over all processes (default: 128; '
+        'shakespeare: 32 windows)')
+    t.add_argument(
+        '--resume', default=None, metavar='FOLDER',
+        help='continue the run saved in FOLDER (written with any number of '
+        'processes) up to --steps; writes into FOLDER unless --out is given')
+    t.add_argument(
+        '--timeout', type=_positive_int, default=300, metavar='SECONDS',
+        help='under torchrun: how long a process waits '
+        'for the others before giving up with an error (default: 300)')
+    t.add_argument(
+        '--compile', action='store_true',
+        help='train through torch.compile (chapter 20); where compiling is not '
+        'available it says so and trains without')
+    t.add_argument(
+        '--tokenizer', choices=['char', 'bpe'], default=None,
+        help='shakespeare: byte-pair encoding trained on the '
+        'training plays (chapter 16a; the default) or characters as tokens')
+    t.add_argument(
+        '--vocab-size', type=_positive_int, default=None, metavar='N',
+        help='with --tokenizer bpe: the vocabulary size, at '
+        'least 256 (default: 2000)')
     d = sub.add_parser('decode', help='decode a sequence of data tokens with a trained model')
-    d.add_argument('--checkpoint', required=True, help='a model folder written by `train` (or its model.safetensors)')
-    d.add_argument('tokens', help='data token ids separated by spaces, e.g. "3 5 7 12"; for a number-words model, a number, e.g. 1234')
-    d.add_argument('--beam', type=_positive_int, default=1, metavar='N', help='beam search with N beams (default: 1, greedy)')
-    g = sub.add_parser('generate', help='continue a prompt with a trained language model (--task shakespeare) or an open model\'s folder')
+    d.add_argument('--checkpoint', required=True, help='a model folder written by `train` (or '
+                                                       'its model.safetensors)')
+    d.add_argument('tokens', help='data token ids separated by spaces, e.g. "3 5 7 12"; for a '
+                                  'number-words model, a number, e.g. 1234')
+    d.add_argument('--beam', type=_positive_int, default=1, metavar='N',
+                   help='beam search with N beams (default: 1, greedy)')
+    g = sub.add_parser('generate', help='continue a prompt with a trained language model '
+                                        '(--task shakespeare) or an open model\'s folder')
     which = g.add_mutually_exclusive_group(required=True)
-    which.add_argument('--checkpoint', help='a model folder written by `train --task shakespeare`')
-    which.add_argument('--model', help='a Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3 or OLMo 2 folder as the Hub '
-                       'serves it (config.json, safetensors, tokenizer.json), or its Hub id; its generation_config.json gives the '
+    which.add_argument('--checkpoint', help='a model folder written by `train '
+                                            '--task shakespeare`')
+    which.add_argument('--model', help='a Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, '
+                                       'Phi-3 or OLMo 2 folder as the Hub '
+                       'serves it (config.json, safetensors, tokenizer.json), or its Hub id; '
+                       'its generation_config.json gives the '
                        'settings the options below do not; or a Llama GGUF file (FILE.gguf)')
     g.add_argument('--prompt', required=True, help='the text to continue, e.g. "ROMEO:"')
-    g.add_argument('--max-new-tokens', type=_positive_int, default=None, metavar='N', help='tokens to add (characters, or subwords) '
-                   "(default: as many as the model's context holds after the prompt; --model: the folder's, or 256)")
-    g.add_argument('--slide', action=argparse.BooleanOptionalAction, default=True, help="past the model's context, go on with each "
-                   "token predicted from the last context-many tokens (the default; --no-slide stops at the context instead)")
-    h = sub.add_parser('chat', help="talk with an instruction-tuned open model's folder, through its chat template")
-    h.add_argument('--model', required=True, help='a Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3 or OLMo 2 folder '
-                   'as the Hub serves it, with the chat template in its tokenizer_config.json (or chat_template.jinja), '
+    g.add_argument(
+        '--max-new-tokens', type=_positive_int, default=None, metavar='N',
+        help='tokens to add (characters, or subwords) '
+        "(default: as many as the model's context holds after the prompt; --model: "
+        "the folder's, or 256)")
+    g.add_argument(
+        '--slide', action=argparse.BooleanOptionalAction, default=True,
+        help="past the model's context, go on with each "
+        "token predicted from the last context-many tokens (the default; --no-slide "
+        "stops at the context instead)")
+    h = sub.add_parser('chat', help="talk with an instruction-tuned open model's folder, "
+                                    "through its chat template")
+    h.add_argument('--model', required=True, help='a Llama, Mistral, Mixtral, Qwen2, Qwen3, '
+                                                  'Qwen3-MoE, Phi-3 or OLMo 2 folder '
+                   'as the Hub serves it, with the chat template in its tokenizer_config.json '
+                   '(or chat_template.jinja), '
                    'or its Hub id; or a Llama GGUF file (FILE.gguf)')
-    h.add_argument('--system', default=None, help='a system message to start the conversation with')
-    h.add_argument('--message', default=None, help='one message: print the reply and stop (default: read a message per line from '
+    h.add_argument('--system', default=None, help='a system message to start the '
+                                                  'conversation with')
+    h.add_argument('--message', default=None, help='one message: print the reply and stop '
+                                                   '(default: read a message per line from '
                    'the standard input until it ends)')
-    h.add_argument('--max-new-tokens', type=_positive_int, default=None, metavar='N', help="longest reply in tokens (default: the folder's, or 256)")
+    h.add_argument('--max-new-tokens', type=_positive_int, default=None, metavar='N',
+                   help="longest reply in tokens (default: the folder's, or 256)")
     for q in (g, h):
-        q.add_argument('--temperature', type=float, default=None, help='>= 0; 0 means greedy, below 1 sharper, above 1 flatter '
-                       "(default: 1; --model: the folder's)")
-        q.add_argument('--top-k', type=_positive_int, default=None, metavar='K', help="sample among the K most likely (default: all; --model: the folder's)")
-        q.add_argument('--top-p', type=float, default=None, metavar='P', help='sample among the most likely whose probabilities reach P, '
-                       "in (0, 1] (default: all; --model: the folder's)")
+        q.add_argument(
+            '--temperature', type=float, default=None,
+            help='>= 0; 0 means greedy, below 1 sharper, above 1 flatter '
+            "(default: 1; --model: the folder's)")
+        q.add_argument(
+            '--top-k', type=_positive_int, default=None, metavar='K',
+            help="sample among the K most likely (default: all; --model: the folder's)")
+        q.add_argument(
+            '--top-p', type=float, default=None, metavar='P',
+            help='sample among the most likely whose probabilities reach P, '
+            "in (0, 1] (default: all; --model: the folder's)")
         q.add_argument('--seed', type=_seed, default=0, help='one seed, one text (default: 0)')
-    c = sub.add_parser('convert', help='turn a pickle-based model.pt of version 0.1 into a model folder, or convert to or from MarianMT')
-    c.add_argument('checkpoint', help='the model.pt; with --to marian a model folder; with --from marian a Marian folder or Hub id')
+    c = sub.add_parser('convert', help='turn a pickle-based model.pt of version 0.1 into a '
+                                       'model folder, or convert to or from MarianMT')
+    c.add_argument('checkpoint', help='the model.pt; with --to marian a model folder; with '
+                                      '--from marian a Marian folder or Hub id')
     c.add_argument('out_dir', help='folder to write config.json and model.safetensors into')
     way = c.add_mutually_exclusive_group()
-    way.add_argument('--to', choices=['marian'], help="write a post-LN model folder as a MarianMT folder that transformers loads")
-    way.add_argument('--from', dest='from_format', choices=['marian'], help='read a MarianMT folder (opus-mt) into a model folder')
-    for q in (d, c): q.add_argument('--allow-pickle', action='store_true', help='read a model.pt with torch < 2.10, where unpickling '
-                                    'is unsafe (CVE-2025-32434, CVE-2026-24747): only for files you wrote yourself')
+    way.add_argument('--to', choices=['marian'], help="write a post-LN model folder as a "
+                                                      "MarianMT folder that transformers loads")
+    way.add_argument('--from', dest='from_format', choices=['marian'],
+                     help='read a MarianMT folder (opus-mt) into a model folder')
+    for q in (d, c):
+        q.add_argument(
+            '--allow-pickle', action='store_true',
+            help='read a model.pt with torch < 2.10, where unpickling '
+            'is unsafe (CVE-2025-32434, CVE-2026-24747): only for '
+            'files you wrote yourself')
     a = sub.add_parser('make-assignments', help='write the exercise notebooks')
     a.add_argument('out_dir', help='folder to write them into')
-    a.add_argument('--source', default=None, help='folder of the course notebooks (default: the installed ones)')
-    a.add_argument('--force', action='store_true', help='replace notebooks already in OUT_DIR (edited ones are kept as NAME.ipynb.bak)')
-    s = sub.add_parser('grade', help='grade a folder of submitted notebooks: a CSV of grades and a feedback file per student')
-    s.add_argument('submissions', help="folder of STUDENT/EXERCISE.ipynb, or nbgrader's course folder or submitted/ folder")
-    s.add_argument('--out', default='grades.csv', help='the CSV to write; the feedback goes to OUT_feedback/ beside it (default: grades.csv)')
-    s.add_argument('--timeout', type=_positive_int, default=300, metavar='SECONDS', help='longest a cell or a check may run before it '
-                   'is interrupted and the notebook marked "timed out" (default: 300)')
-    s.add_argument('--notebook-timeout', type=_positive_int, default=1800, metavar='SECONDS', help='longest a whole notebook may run '
-                   'before its kernel is stopped (default: 1800)')
-    s.add_argument('--jobs', type=_positive_int, default=None, metavar='N', help='notebooks run at once (default: the number of cores)')
-    s.add_argument('--memory', type=_positive_int, default=4, metavar='GIB', help="resident memory a kernel and the processes it "
-                   'starts may use together before it is stopped (default: 4)')
-    s.add_argument('--processes', type=_positive_int, default=16, metavar='N', help='processes a kernel may run at once, itself '
+    a.add_argument('--source', default=None, help='folder of the course notebooks (default: '
+                                                  'the installed ones)')
+    a.add_argument('--force', action='store_true', help='replace notebooks already in '
+                                                        'OUT_DIR (edited ones are kept '
+                                                        'as NAME.ipynb.bak)')
+    s = sub.add_parser('grade', help='grade a folder of submitted notebooks: a CSV of grades '
+                                     'and a feedback file per student')
+    s.add_argument('submissions', help="folder of STUDENT/EXERCISE.ipynb, or nbgrader's course "
+                                       "folder or submitted/ folder")
+    s.add_argument('--out', default='grades.csv', help='the CSV to write; the feedback '
+                                                       'goes to OUT_feedback/ beside it '
+                                                       '(default: grades.csv)')
+    s.add_argument(
+        '--timeout', type=_positive_int, default=300, metavar='SECONDS',
+        help='longest a cell or a check may run before it '
+        'is interrupted and the notebook marked "timed out" (default: 300)')
+    s.add_argument(
+        '--notebook-timeout', type=_positive_int, default=1800, metavar='SECONDS',
+        help='longest a whole notebook may run '
+        'before its kernel is stopped (default: 1800)')
+    s.add_argument('--jobs', type=_positive_int, default=None, metavar='N',
+                   help='notebooks run at once (default: the number of cores)')
+    s.add_argument(
+        '--memory', type=_positive_int, default=4, metavar='GIB',
+        help="resident memory a kernel and the processes it "
+        'starts may use together before it is stopped (default: 4)')
+    s.add_argument('--processes', type=_positive_int, default=16, metavar='N',
+                   help='processes a kernel may run at once, itself '
                    'included (default: 16)')
-    s.add_argument('--output', type=_positive_int, default=10, metavar='MIB', help='output a notebook may print before its kernel '
-                   'is stopped (default: 10)')
-    s.add_argument('--no-sandbox', action='store_true', help='run the kernels without Landlock, where it misbehaves (the grader '
-                   'then puts the submissions folder back as it was after grading)')
+    s.add_argument(
+        '--output', type=_positive_int, default=10, metavar='MIB',
+        help='output a notebook may print before its kernel '
+        'is stopped (default: 10)')
+    s.add_argument(
+        '--no-sandbox', action='store_true',
+        help='run the kernels without Landlock, where it misbehaves (the grader '
+        'then puts the submissions folder back as it was after grading)')
     return p
 
 def _positive_int(text):
@@ -154,80 +254,123 @@ def _seed(text):
     "argparse type: a seed torch accepts for both its generators, 0 to 2**63 - 1."
     try: n = int(text)
     except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 0 <= n < 2 ** 63: raise argparse.ArgumentTypeError(f"must be between 0 and 2**63 - 1 = {2 ** 63 - 1}, got {n}")
+    if not 0 <= n < 2 ** 63:
+        raise argparse.ArgumentTypeError("must be between 0 and 2**63 - 1 = "
+                                         f"{2 ** 63 - 1}, got {n}")
     return n
 
 # %% ../nbs/12_cli.ipynb #92d4c27c
 def _save_plots(out, model, history, task):
-    "Write loss.png (loss and held-out exact match, or validation loss) and, for an encoder-decoder, attention.png (cross-attention per layer and head) into `out`; returns the names written."
-    import matplotlib.pyplot as plt  # the backend is the user's: no display means Agg by itself, a notebook keeps its own
+    """Write loss.png (loss and held-out exact match, or validation loss) and, for an
+    encoder-decoder, attention.png (cross-attention per layer and head) into `out`; returns the
+    names written."""
+    # the backend is the user's: no display means Agg by itself, a notebook keeps its own
+    import matplotlib.pyplot as plt
     from transformer_tutorial.utils import heatmap_grid, atomic_write
     from transformer_tutorial.decoding import greedy_decode
     from transformer_tutorial.training import record_attention
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.semilogy(history['loss'], lw=0.8); ax.set_xlabel('step'); ax.set_ylabel('training loss')
     if 'eval_loss' in history:  # a language model: the validation loss, on the same axis
-        ax.semilogy(history['eval_step'], history['eval_loss'], 'o-', color='C1', label='validation'); ax.legend()
+        ax.semilogy(history['eval_step'], history['eval_loss'], 'o-', color='C1',
+                    label='validation')
+        ax.legend()
     else:
-        ax2 = ax.twinx(); ax2.plot(history['eval_step'], history['eval_exact'], 'o-', color='C1'); ax2.set_ylim(0, 1.02)
+        ax2 = ax.twinx()
+        ax2.plot(history['eval_step'], history['eval_exact'], 'o-', color='C1')
+        ax2.set_ylim(0, 1.02)
         ax2.set_ylabel('held-out exact match', color='C1')
     fig.tight_layout()
-    with atomic_write(os.path.join(out, 'loss.png'), 'wb') as f: fig.savefig(f, format='png', dpi=100)
+    with atomic_write(os.path.join(out, 'loss.png'), 'wb') as f:
+        fig.savefig(f, format='png', dpi=100)
     plt.close(fig)
-    if not hasattr(model, 'decoder'): return ['loss.png']  # a GPT has no cross-attention to draw
+    # a GPT has no cross-attention to draw
+    if not hasattr(model, 'decoder'): return ['loss.png']
     x, xlabels = task.example()
-    with record_attention(model) as attn:  # the plain decoder: its last pass holds every output row
+    with record_attention(model) as attn:
+        # the plain decoder: its last pass holds every output row
         y = greedy_decode(model, x, task.max_tgt_len, use_cache=False)
     names = [k for k in attn if k.endswith('cross_attn')]
     maps = [attn[k][0, h] for k in names for h in range(attn[k].size(1))]
-    titles = [f"layer {k.split('.')[2]}, head {h}" for k in names for h in range(attn[k].size(1))]
+    titles = [
+        f"layer {k.split('.')[2]}, head {h}" for k in names for h in range(attn[k].size(1))
+    ]
     ylabels = ['<s>'] + [task.token_label(t) for t in y[0, :maps[0].size(0) - 1].tolist()]
     fig = heatmap_grid(maps, titles, ncols=4, xlabels=xlabels, ylabels=ylabels, vmin=0, vmax=1,
-                       suptitle='cross-attention: output position (rows) reads source position (columns)')
-    with atomic_write(os.path.join(out, 'attention.png'), 'wb') as f: fig.savefig(f, format='png', dpi=100)
+                       suptitle='cross-attention: output position (rows) reads source '
+                                'position (columns)')
+    with atomic_write(os.path.join(out, 'attention.png'), 'wb') as f:
+        fig.savefig(f, format='png', dpi=100)
     plt.close(fig)
     return ['loss.png', 'attention.png']
 
-_JSON_NAMES = {'loss': 'valid_loss', 'bits_per_char': 'valid_bits_per_char', 'chars': 'valid_chars', 'tokens': 'valid_tokens'}
+_JSON_NAMES = {
+    'loss': 'valid_loss', 'bits_per_char': 'valid_bits_per_char', 'chars': 'valid_chars',
+    'tokens': 'valid_tokens'
+}
 
 def _train(args):
-    "The `train` subcommand, in one process or in every process of a torchrun job (rank 0 alone prints and writes)."
-    from transformer_tutorial.data_parallel import train_data_parallel, torchrun_env, rank_device
+    """The `train` subcommand, in one process or in every process of a torchrun job (rank 0
+    alone prints and writes)."""
+    from transformer_tutorial.data_parallel import train_data_parallel, torchrun_env
+    from transformer_tutorial.data_parallel import rank_device
     from transformer_tutorial.model_files import read_config
     env = torchrun_env()
     if args.resume:
         task = task_from_config(read_config(args.resume).get('task'))
         if args.task and args.task != task.name:
-            raise UsageError(f"--task {args.task}, but {args.resume} holds a {task.name} run; leave --task out to resume it")
-        options = {k: v for k, v in TASKS.get(task.name, (None, {}))[1].items() if k in ('steps', 'eval_every', 'n_eval')}  # the rest comes from the folder
+            raise UsageError(f"--task {args.task}, but {args.resume} holds a {task.name} run; "
+                             "leave --task out to resume it")
+        # the rest comes from the folder
+        options = {
+            k: v
+            for k, v in TASKS.get(task.name, (None, {}))[1].items()
+            if k in ('steps', 'eval_every', 'n_eval')
+        }
     else: task, options = _make_task(args.task or 'copy', args.tokenizer, args.vocab_size)
     name = task.name
     out = args.out or args.resume or os.path.join('runs', name)
-    if os.path.exists(out) and not os.path.isdir(out): raise UsageError(f"--out {out} is a file; give a folder to write the run into")
-    rank_device(env, args.device)  # a device that is not here fails now, with its own message, before anything is written
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"--out {out} is a file; give a folder to write the run into")
+    # a device that is not here fails now, with its own message, before anything is written
+    rank_device(env, args.device)
     os.makedirs(out, exist_ok=True)
     log = lambda s: print(s, flush=True)
     procs = f", {env.world_size} processes" if env.world_size > 1 else ''
-    if env.is_main: log(f"continuing the {name} run of {args.resume}{procs} -> {out}" if args.resume else
+    if env.is_main:
+        log(f"continuing the {name} run of {args.resume}{procs} -> {out}" if args.resume else
                         f"training the {name} task (seed {args.seed}{procs}) -> {out}")
-    given = {k: v for k, v in (('steps', args.steps), ('batch_size', args.batch_size)) if v is not None}
-    with warnings.catch_warnings():   # for this call: chapter 20's fallbacks (no compiler, no CUDA graph) as one line, the rest as usual
+    given = {
+        k: v
+        for k, v in (('steps', args.steps), ('batch_size', args.batch_size)) if v is not None
+    }
+    with warnings.catch_warnings():
+        # for this call: chapter 20's fallbacks (no compiler, no CUDA graph) as one line, the
+        # rest as usual
         show = warnings.showwarning
         def one_line(message, category, *where):
             if 'fell back to the' not in str(message): show(message, category, *where)
             elif env.is_main: log(f"note: {message}")
         warnings.showwarning = one_line
-        model, history, metrics = train_data_parallel(task, device=args.device, seed=args.seed, checkpoint=out, resume=args.resume,
-                                                      timeout=args.timeout, log=log, progress=sys.stderr.isatty(), compile=args.compile,
-                                                      log_every=None if sys.stderr.isatty() else LOG_EVERY, **{**options, **given})
+        model, history, metrics = train_data_parallel(
+            task, device=args.device, seed=args.seed, checkpoint=out, resume=args.resume,
+            timeout=args.timeout, log=log, progress=sys.stderr.isatty(), compile=args.compile,
+            log_every=None if sys.stderr.isatty() else LOG_EVERY, **{**options, **given})
     if not env.is_main: return 0
     plots = _save_plots(out, model, history, task)
-    held_out = f"{metrics['n']} held-out windows ({metrics['chars']} characters)" if 'chars' in metrics else f"{metrics['n']} held-out sequences"
+    held_out = (
+        f"{metrics['n']} held-out windows ({metrics['chars']} characters)"
+        if 'chars' in metrics
+        else f"{metrics['n']} held-out sequences"
+    )
     log(f"{task.describe(metrics)} on {held_out} after {metrics['steps']} steps")
-    log(f"wrote {out}: config.json, model.safetensors, training_state.safetensors, {', '.join(plots)}")
+    log(f"wrote {out}: config.json, model.safetensors, training_state.safetensors, "
+        f"{', '.join(plots)}")
     if args.json:
-        named = {_JSON_NAMES.get(k, k): v for k, v in metrics.items()}   # a language model's loss is the validation loss: say so
-        print(json.dumps({'task': name, 'seed': args.seed, **named, 'checkpoint': out}), flush=True)
+        # a language model's loss is the validation loss: say so
+        named = {_JSON_NAMES.get(k, k): v for k, v in metrics.items()}
+        print(json.dumps({'task': name, 'seed': args.seed, **named, 'checkpoint': out}),
+              flush=True)
     return 0
 
 # %% ../nbs/12_cli.ipynb #2ace4eae
@@ -235,12 +378,16 @@ class UsageError(Exception):
     "A mistake in the user's input: reported in one line, exit code 2."
 
 def _load(path, allow_pickle):
-    "The model and its task from a model folder (or its model.safetensors), or from a version 0.1 model.pt, with a note to convert it."
-    from transformer_tutorial.model_files import from_pretrained, read_config, load_legacy_checkpoint
-    if not (os.path.isfile(path) and not path.endswith('.safetensors')): return from_pretrained(path), read_config(path).get('task')
+    """The model and its task from a model folder (or its model.safetensors), or from a version
+    0.1 model.pt, with a note to convert it."""
+    from transformer_tutorial.model_files import from_pretrained, read_config
+    from transformer_tutorial.model_files import load_legacy_checkpoint
+    if not (os.path.isfile(path) and not path.endswith('.safetensors')):
+        return from_pretrained(path), read_config(path).get('task')
     model, task = load_legacy_checkpoint(path, allow_pickle)
-    print(f"note: {path} is a pickle-based checkpoint of version 0.1; convert it once: "
-          f"transformer-tutorial convert {path} {os.path.dirname(path) or '.'}", file=sys.stderr)
+    print(
+        f"note: {path} is a pickle-based checkpoint of version 0.1; convert it once: "
+        f"transformer-tutorial convert {path} {os.path.dirname(path) or '.'}", file=sys.stderr)
     return model, task
 
 def _decode(args):
@@ -249,8 +396,10 @@ def _decode(args):
     model, task = _load(args.checkpoint, args.allow_pickle)
     task = task_from_config(task)
     if not hasattr(model, 'decoder'):
-        raise UsageError(f"{args.checkpoint} holds a {task.name} language model, which continues text rather than decoding a source: "
-                         f"transformer-tutorial generate --checkpoint {args.checkpoint} --prompt TEXT")
+        raise UsageError(f"{args.checkpoint} holds a {task.name} language model, which "
+                         "continues text rather than decoding a source: "
+                         "transformer-tutorial generate --checkpoint "
+                         f"{args.checkpoint} --prompt TEXT")
     try: src = task.encode(args.tokens)  # (1, Ls), or a message that says what the task takes
     except ValueError as e: raise UsageError(str(e)) from None
     steps = task.output_len(src)
@@ -260,26 +409,37 @@ def _decode(args):
     return 0
 
 def _convert_marian(args):
-    "`convert --to marian` and `convert --from marian` (chapter 18), with the same functions as the notebook."
+    """`convert --to marian` and `convert --from marian` (chapter 18), with the same functions
+    as the notebook."""
     from transformer_tutorial.marian import from_marian, to_marian
     from transformer_tutorial.model_files import save_pretrained
     from transformer_tutorial.training import PAD, START, END
     if args.from_format:
         model = from_marian(args.checkpoint)
         save_pretrained(model, args.out_dir, task={'name': 'marian', **model.marian_generation})
-        print(f"wrote {args.out_dir}: the course's post-LN Transformer holding {args.checkpoint} (Marian's ids and generation settings "
+        print(f"wrote {args.out_dir}: the course's post-LN Transformer holding "
+              f"{args.checkpoint} (Marian's ids and generation settings "
               f"in config.json's task)")
         return 0
     model, task = _load(args.checkpoint, False)
-    if not hasattr(model, 'decoder'): raise UsageError(f"{args.checkpoint} holds a language model; Marian holds encoder-decoders only")
-    ids = (task['pad_token_id'], task['eos_token_id'], task['decoder_start_token_id']) if (task or {}).get('name') == 'marian' else (PAD, END, START)
+    if not hasattr(model, 'decoder'):
+        raise UsageError(f"{args.checkpoint} holds a language model; Marian holds "
+                         "encoder-decoders only")
+    ids = (
+        (task['pad_token_id'], task['eos_token_id'], task['decoder_start_token_id'])
+        if (task or {}).get('name') == 'marian'
+        else (PAD, END, START)
+    )
     to_marian(model, args.out_dir, *ids)
-    print(f"wrote {args.out_dir}: config.json and model.safetensors, which transformers' MarianMTModel.from_pretrained loads "
+    print(f"wrote {args.out_dir}: config.json and model.safetensors, which transformers' "
+          "MarianMTModel.from_pretrained loads "
           f"(pad {ids[0]}, end {ids[1]}, decoder start {ids[2]})")
     return 0
 
-_FLAGS = {'top_k': '--top-k', 'top_p': '--top-p', 'temperature must': '--temperature must', 'slide=True': 'leave out --no-slide',
-          'max_new_tokens': '--max-new-tokens'}
+_FLAGS = {
+    'top_k': '--top-k', 'top_p': '--top-p', 'temperature must': '--temperature must',
+    'slide=True': 'leave out --no-slide', 'max_new_tokens': '--max-new-tokens'
+}
 
 def _flagged(e: Exception) -> UsageError:
     "A ValueError of the library, its argument names read as the command line's options."
@@ -291,7 +451,7 @@ def _open_model(args):
     "The open model of --model, or a UsageError saying why its folder cannot be run."
     from transformer_tutorial.open_models import load_open_model
     try:
-        if str(args.model).endswith('.gguf'):                             # one llama.cpp file: chapter 17e
+        if str(args.model).endswith('.gguf'):  # one llama.cpp file: chapter 17e
             from transformer_tutorial.gguf import load_gguf
             return load_gguf(args.model)
         return load_open_model(args.model)
@@ -310,39 +470,52 @@ def _generate(args):
     if args.model:
         from transformer_tutorial.open_models import complete
         m = _open_model(args)
-        print(args.prompt, end='', flush=True)                               # then each piece of the continuation as it comes
-        try: complete(m, args.prompt, args.max_new_tokens, args.seed, stream=_show, **_sampling(args))
+        # then each piece of the continuation as it comes
+        print(args.prompt, end='', flush=True)
+        try:
+            complete(m, args.prompt, args.max_new_tokens, args.seed, stream=_show,
+                     **_sampling(args))
         except ValueError as e: raise _flagged(e) from None
         print()
         return 0
     model, task = _load(args.checkpoint, False)
     if not task and not hasattr(model, 'decoder'):
-        raise UsageError(f"{args.checkpoint} holds a GPT whose config.json names no task, so nothing says how text becomes ids: "
-                         f"save it with save_pretrained(model, folder, task=...), or use an open model's folder with --model")
+        raise UsageError(f"{args.checkpoint} holds a GPT whose config.json names no task, so "
+                         "nothing says how text becomes ids: "
+                         "save it with save_pretrained(model, folder, task=...), or use an "
+                         "open model's folder with --model")
     task = task_from_config(task)
     if hasattr(model, 'decoder'):
-        raise UsageError(f"{args.checkpoint} holds a {task.name} model, an encoder-decoder that decodes a source: "
+        raise UsageError(f"{args.checkpoint} holds a {task.name} model, an encoder-decoder "
+                         "that decodes a source: "
                          f"transformer-tutorial decode --checkpoint {args.checkpoint} TOKENS")
     try:
-        prompt = task.encode(args.prompt)                                     # (1, L), or what the vocabulary holds
+        prompt = task.encode(args.prompt)  # (1, L), or what the vocabulary holds
         n = args.max_new_tokens or max(1, model.config.max_len - prompt.size(1))
         temperature = 1.0 if args.temperature is None else args.temperature
-        out = generate(model, prompt, n, temperature, args.top_k, args.top_p, generator=args.seed, slide=args.slide)
+        out = generate(model, prompt, n, temperature, args.top_k, args.top_p,
+                       generator=args.seed, slide=args.slide)
     except ValueError as e: raise _flagged(e) from None
     print(task.decode(out[0]))
     return 0
 
 def _chat(args):
-    "The `chat` subcommand: one reply to --message, or a conversation read from the standard input a line at a time."
+    """The `chat` subcommand: one reply to --message, or a conversation read from the standard
+    input a line at a time."""
     from transformer_tutorial.open_models import chat
     m = _open_model(args)
-    if not m.tokenizer.chat_template: raise UsageError(f"{args.model} has no chat template (tokenizer_config.json's chat_template): use generate --model")
+    if not m.tokenizer.chat_template:
+        raise UsageError(f"{args.model} has no chat template (tokenizer_config.json's "
+                         "chat_template): use generate --model")
     messages = [{'role': 'system', 'content': args.system}] if args.system else []
-    lines = [args.message] if args.message is not None else (line.rstrip('\n') for line in iter(lambda: input('> ' if sys.stdin.isatty() else ''), None))
+    lines = [args.message] if args.message is not None else (
+        line.rstrip('\n')
+        for line in iter(lambda: input('> ' if sys.stdin.isatty() else ''), None))
     try:
         for line in lines:
             messages.append({'role': 'user', 'content': line})
-            reply = chat(m, messages, args.max_new_tokens, args.seed, stream=_show, **_sampling(args))
+            reply = chat(m, messages, args.max_new_tokens, args.seed, stream=_show,
+                         **_sampling(args))
             messages.append({'role': 'assistant', 'content': reply})
             print(flush=True)
     except EOFError: pass
@@ -355,7 +528,8 @@ def _convert(args):
     if args.to or args.from_format: return _convert_marian(args)
     model, task = load_legacy_checkpoint(args.checkpoint, args.allow_pickle)
     save_pretrained(model, args.out_dir, task=task)
-    print(f"wrote {os.path.join(args.out_dir, 'config.json')} and {os.path.join(args.out_dir, 'model.safetensors')}; "
+    print(f"wrote {os.path.join(args.out_dir, 'config.json')} and "
+          f"{os.path.join(args.out_dir, 'model.safetensors')}; "
           f"{args.checkpoint} is no longer needed")
     return 0
 
@@ -363,20 +537,27 @@ def _convert(args):
 def _make_assignments(args):
     "The `make-assignments` subcommand."
     try: from transformer_tutorial.assignments import make_assignments
-    except ImportError as e: raise UsageError(f"the assignments module is not available ({e})") from None
+    except ImportError as e:
+        raise UsageError(f"the assignments module is not available ({e})") from None
     paths = make_assignments(args.out_dir, source=args.source, force=args.force)
-    print(f"wrote {len(paths)} student notebooks to {args.out_dir}: {', '.join(p.name for p in paths)}")
+    print(f"wrote {len(paths)} student notebooks to {args.out_dir}: "
+          f"{', '.join(p.name for p in paths)}")
     return 0
 
 def _grade(args):
     "The `grade` subcommand: one line per problem met on stderr, then what was written."
     from transformer_tutorial.grading import Limits, grade_folder, printable
-    limits = Limits(cell_seconds=args.timeout, notebook_seconds=args.notebook_timeout, memory=args.memory << 30,
-                    processes=args.processes, output=args.output << 20)
-    grades = grade_folder(args.submissions, args.out, limits, jobs=args.jobs, sandbox=not args.no_sandbox)
-    for line in grades.problems: print(f"transformer-tutorial grade: {printable(line)}", file=sys.stderr)  # names as a terminal may show them
+    limits = Limits(cell_seconds=args.timeout, notebook_seconds=args.notebook_timeout,
+                    memory=args.memory << 30, processes=args.processes,
+                    output=args.output << 20)
+    grades = grade_folder(args.submissions, args.out, limits, jobs=args.jobs,
+                          sandbox=not args.no_sandbox)
+    # names as a terminal may show them
+    for line in grades.problems:
+        print(f"transformer-tutorial grade: {printable(line)}", file=sys.stderr)
     students = len({r['student'] for r in grades.rows})
-    print(f"graded {len(grades.rows)} notebooks of {students} students ({grades.reused} unchanged since the last run, not rerun): "
+    print(f"graded {len(grades.rows)} notebooks of {students} students ({grades.reused} "
+          "unchanged since the last run, not rerun): "
           f"{args.out}, feedback in {os.path.splitext(args.out)[0]}_feedback")
     print(f"kernels: {grades.isolation}")
     return 0
@@ -386,8 +567,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     from transformer_tutorial.copy_task import TrainingInterrupted
     from transformer_tutorial.data_parallel import torchrun_env
     args = _parser().parse_args(argv)
-    run = {'train': _train, 'decode': _decode, 'generate': _generate, 'chat': _chat, 'convert': _convert, 'make-assignments': _make_assignments,
-           'grade': _grade}[args.command]
+    run = {
+        'train': _train, 'decode': _decode, 'generate': _generate, 'chat': _chat,
+        'convert': _convert, 'make-assignments': _make_assignments, 'grade': _grade
+    }[args.command]
     who = f"transformer-tutorial {args.command}"
     try:
         env = torchrun_env()  # under torchrun, messages name the process
@@ -396,17 +579,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (UsageError, OSError, ValueError) as e:  # ModelFileError is a ValueError
         print(f"{who}: error: {e}", file=sys.stderr)
         return 2
-    except TrainingInterrupted as e:  # Ctrl-C: say what was kept, exit like an interrupted program (128 + SIGINT)
+    except TrainingInterrupted as e:
+        # Ctrl-C: say what was kept, exit like an interrupted program (128 + SIGINT)
         print(f"{who}: {e}", file=sys.stderr)
         return 130
     except RuntimeError as e:  # under torchrun: a collective timed out, or another process died
         if env.world_size == 1: raise
-        print(f"{who}: error: the other processes of the job stopped answering (one died, hangs, or the --timeout is too short): "
+        print(f"{who}: error: the other processes of the job stopped answering (one died, "
+              "hangs, or the --timeout is too short): "
               f"{str(e).splitlines()[0][:300]}", file=sys.stderr)
         return 1
 
-if __name__ == '__main__' and os.path.basename(sys.argv[0]) == 'cli.py':  # python -m transformer_tutorial.cli (as torchrun runs it),
-    code = main()                                                       # not this cell in a notebook
+if __name__ == '__main__' and os.path.basename(sys.argv[0]) == 'cli.py':
+    # python -m transformer_tutorial.cli (as torchrun runs it),
+    code = main()  # not this cell in a notebook
     if code: sys.exit(code)
     sys.stdout.flush(); sys.stderr.flush()
-    os._exit(0)  # no interpreter teardown: freeing gloo's threads there can abort a finished torchrun job (SIGABRT)
+    # no interpreter teardown: freeing gloo's threads there can abort a finished torchrun job
+    # (SIGABRT)
+    os._exit(0)

@@ -15,20 +15,26 @@ from .validation import _check_positive_int
 
 # %% ../nbs/03a_complexity.ipynb #b6673ae0
 def _reads(kind, layer, i, n, k):
-    "The positions of the layer below (or, for a recurrence, of the same layer) that unit `i` of `layer` reads."
+    """The positions of the layer below (or, for a recurrence, of the same layer) that unit `i`
+    of `layer` reads."""
     if kind == 'attention': return [(layer - 1, j) for j in range(n)]
     if kind == 'recurrent': return [(layer - 1, i)] + ([(layer, i - 1)] if i > 0 else [])
     step = k ** (layer - 1) if kind == 'dilated' else 1      # the gap between the kernel's taps
-    return [(layer - 1, j) for j in (i - step * t for t in range(k)) if j >= 0]  # causal: this position and earlier
+    # causal: this position and earlier
+    return [(layer - 1, j) for j in (i - step * t for t in range(k)) if j >= 0]
 
 def max_path_length(kind: str, n: int, k: int = 3) -> int:
-    "Steps from the first input to the last output position, in the fewest layers of `kind` that connect the two."
+    """Steps from the first input to the last output position, in the fewest layers of `kind`
+    that connect the two."""
     if kind not in ('attention', 'recurrent', 'convolution', 'dilated'):
-        raise ValueError(f"kind must be 'attention', 'recurrent', 'convolution' or 'dilated', got {kind!r}")
+        raise ValueError("kind must be 'attention', 'recurrent', 'convolution' or "
+                         f"'dilated', got {kind!r}")
     _check_positive_int('n', n); _check_positive_int('k', k)
-    if k < 2 and kind in ('convolution', 'dilated'): raise ValueError(f"a kernel that connects positions needs k >= 2, got {k}")
+    if k < 2 and kind in ('convolution', 'dilated'):
+        raise ValueError(f"a kernel that connects positions needs k >= 2, got {k}")
     layers = 1
-    while True:   # breadth-first search backwards from the last output, through `layers` stacked layers
+    while True:
+        # breadth-first search backwards from the last output, through `layers` stacked layers
         dist, todo = {(layers, n - 1): 0}, deque([(layers, n - 1)])
         while todo:
             node = todo.popleft()
@@ -45,8 +51,10 @@ def time_ms(fn: Callable, *inputs: torch.Tensor, min_run_time: float = 0.2) -> f
     timer = benchmark.Timer(stmt='fn(*inputs)', globals={'fn': fn, 'inputs': inputs})
     return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
 
-def saved_bytes(fn: Callable, *inputs: torch.Tensor, exclude: Sequence[torch.Tensor] = ()) -> int:
-    "Bytes of the tensors autograd saves for the backward pass of `fn(*inputs)`, each storage counted once, except `exclude`'s."
+def saved_bytes(fn: Callable, *inputs: torch.Tensor,
+                exclude: Sequence[torch.Tensor] = ()) -> int:
+    """Bytes of the tensors autograd saves for the backward pass of `fn(*inputs)`, each storage
+    counted once, except `exclude`'s."""
     skip = {(t.device, t.untyped_storage().data_ptr()) for t in exclude}
     storages = {}
     def pack(t):

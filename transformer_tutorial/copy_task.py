@@ -16,9 +16,11 @@ from torch import nn
 from .validation import _check_positive_int
 from .masks import padding_mask
 from .model import Transformer
-from .training import PAD, START, END, Task, make_optimizer, train, train_step, select_device, record_attention, _autocast
+from .training import PAD, START, END, Task, make_optimizer, train
+from .training import train_step, select_device, record_attention, _autocast
 from .decoding import greedy_decode, beam_search
-from .model_files import save_checkpoint, load_checkpoint, resume_training_state
+from .model_files import save_checkpoint, load_checkpoint
+from .model_files import resume_training_state
 from .fast import compile_model, graph_model, quiet_graph_warnings
 
 # %% ../nbs/11_copy_task.ipynb #84dbc642
@@ -26,28 +28,38 @@ HELDOUT_SEED = 987654321   # the held-out set's generator seed; training uses sm
 
 @dataclass
 class CopyTask(Task):
-    "Random sequences of data tokens to copy (or reverse); lengths drawn uniformly from [min_len, max_len]."
+    """Random sequences of data tokens to copy (or reverse); lengths drawn uniformly from
+    [min_len, max_len]."""
     vocab_size: int = 13
     min_len: int = 1
     max_len: int = 10
     reverse: bool = False
-    fixed_shapes = True   # sources padded to max_len, targets to max_len + 1: every batch has the same shapes
+    # sources padded to max_len, targets to max_len + 1: every batch has the same shapes
+    fixed_shapes = True
 
     def __post_init__(self):
-        if self.vocab_size < 4: raise ValueError(f"vocab_size must be at least 4 (3 special tokens + data), got {self.vocab_size}")
+        if self.vocab_size < 4:
+            raise ValueError("vocab_size must be at least 4 (3 special tokens + data), got "
+                             f"{self.vocab_size}")
         if not 1 <= self.min_len <= self.max_len:
-            raise ValueError(f"need 1 <= min_len <= max_len, got min_len={self.min_len}, max_len={self.max_len}")
-        # what every task tells the training loop (`Task`): vocabularies, and the longest source and target (END included)
+            raise ValueError(f"need 1 <= min_len <= max_len, got min_len={self.min_len}, "
+                             f"max_len={self.max_len}")
+        # what every task tells the training loop (`Task`): vocabularies, and the longest source
+        # and target (END included)
         self.src_vocab_size = self.tgt_vocab_size = self.vocab_size
         self.max_src_len, self.max_tgt_len = self.max_len, self.max_len + 1
 
     @property
     def name(self) -> str: return 'reverse' if self.reverse else 'copy'
 
-    def sample(self, batch_size: int, generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    def sample(
+            self, batch_size: int,
+            generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         "Padded source (B, max_len) and target (B, max_len + 1) ending with END."
-        data = torch.randint(3, self.vocab_size, (batch_size, self.max_len), generator=generator)
-        lengths = torch.randint(self.min_len, self.max_len + 1, (batch_size,), generator=generator)
+        data = torch.randint(3, self.vocab_size, (batch_size, self.max_len),
+                             generator=generator)
+        lengths = torch.randint(self.min_len, self.max_len + 1, (batch_size, ),
+                                generator=generator)
         pos = torch.arange(self.max_len)
         real = pos[None] < lengths[:, None]                    # (B, max_len)
         src = data.masked_fill(~real, PAD)
@@ -61,29 +73,43 @@ class CopyTask(Task):
 
     def to_dict(self) -> dict:
         "What a model folder records about the task (its config.json's 'task')."
-        return {'name': 'copy', 'vocab_size': self.vocab_size, 'min_len': self.min_len, 'max_len': self.max_len, 'reverse': self.reverse}
+        return {
+            'name': 'copy', 'vocab_size': self.vocab_size, 'min_len': self.min_len,
+            'max_len': self.max_len, 'reverse': self.reverse
+        }
 
     def encode(self, text: str) -> torch.Tensor:
-        "Source ids (1, n) of data token ids typed with spaces or commas, e.g. '3 5 12'; a `ValueError` naming a bad token and the allowed range."
+        """Source ids (1, n) of data token ids typed with spaces or commas, e.g. '3 5 12'; a
+        `ValueError` naming a bad token and the allowed range."""
         data = f"data tokens are 3..{self.vocab_size - 1}"
         ids = []
         for word in text.replace(',', ' ').split():
             try: t = int(word)
-            except ValueError: raise ValueError(f"token {word!r} is not an integer; {data}") from None
-            if t in (PAD, START, END): raise ValueError(f"token {t} is a special token ({PAD} pad, {START} start, {END} end); {data}")
-            if not 3 <= t < self.vocab_size: raise ValueError(f"token {t} is outside the vocabulary; {data}")
+            except ValueError:
+                raise ValueError(f"token {word!r} is not an integer; {data}") from None
+            if t in (PAD, START, END):
+                raise ValueError(f"token {t} is a special token ({PAD} pad, {START} start, "
+                                 f"{END} end); {data}")
+            if not 3 <= t < self.vocab_size:
+                raise ValueError(f"token {t} is outside the vocabulary; {data}")
             ids.append(t)
-        if not ids: raise ValueError('no tokens given; type data token ids separated by spaces, e.g. "3 5 7"')
-        if len(ids) > self.max_len: raise ValueError(f"{len(ids)} tokens given; this model was trained on at most {self.max_len}")
+        if not ids:
+            raise ValueError('no tokens given; type data token ids separated by '
+                             'spaces, e.g. "3 5 7"')
+        if len(ids) > self.max_len:
+            raise ValueError(f"{len(ids)} tokens given; this model was trained on at "
+                             f"most {self.max_len}")
         return torch.tensor([ids])
 
     def decode(self, ids: List[int]) -> str:
         "The data tokens of an output, up to the first END, as text: '3 5 12'."
         ids = list(ids)
-        return ' '.join(str(t) for t in ids[:ids.index(END) if END in ids else len(ids)] if t != PAD)
+        return ' '.join(
+            str(t) for t in ids[:ids.index(END) if END in ids else len(ids)] if t != PAD)
 
     def example(self) -> Tuple[torch.Tensor, List[str]]:
-        "A full-length source for pictures, data tokens 3, 4, ... wrapping around, and its labels."
+        """A full-length source for pictures, data tokens 3, 4, ... wrapping around, and its
+        labels."""
         x = torch.arange(self.max_len)[None] % (self.vocab_size - 3) + 3
         return x, [str(t) for t in x[0].tolist()]
 
@@ -92,15 +118,19 @@ class CopyTask(Task):
         return src.size(1) + 1
 
 # %% ../nbs/11_copy_task.ipynb #b38a8256
-def evaluate(model: torch.nn.Module, task: Task, n: int = 1000, seed: int = HELDOUT_SEED, batch_size: int = 500, beam_size: int = 1) -> dict:
-    "Exact-match and token accuracy on `n` held-out pairs (made on the CPU, decoded on the model's device): greedy, or beam search with `beam_size` > 1."
+def evaluate(model: torch.nn.Module, task: Task, n: int = 1000, seed: int = HELDOUT_SEED,
+             batch_size: int = 500, beam_size: int = 1) -> dict:
+    """Exact-match and token accuracy on `n` held-out pairs (made on the CPU, decoded on the
+    model's device): greedy, or beam search with `beam_size` > 1."""
     g = torch.Generator().manual_seed(seed)
     exact = tokens = total = 0
     for i in range(0, n, batch_size):
         src, tgt = task.heldout_sample(min(batch_size, n - i), g)
-        if beam_size == 1: out = greedy_decode(model, src, tgt.size(1))  # back on the CPU, beside `tgt`
+        # back on the CPU, beside `tgt`
+        if beam_size == 1: out = greedy_decode(model, src, tgt.size(1))
         else: out = beam_search(model, src, tgt.size(1), beam_size)
-        out = torch.nn.functional.pad(out, (0, tgt.size(1) - out.size(1)), value=PAD)  # stopped early: pad to length
+        # stopped early: pad to length
+        out = torch.nn.functional.pad(out, (0, tgt.size(1) - out.size(1)), value=PAD)
         real = tgt != PAD
         exact += ((out == tgt) | ~real & (out == PAD)).all(1).sum().item()
         tokens += ((out == tgt) & real).sum().item(); total += real.sum().item()
@@ -108,26 +138,33 @@ def evaluate(model: torch.nn.Module, task: Task, n: int = 1000, seed: int = HELD
 
 # %% ../nbs/11_copy_task.ipynb #651b3575
 class TrainingInterrupted(KeyboardInterrupt):
-    "Ctrl-C during `train_task`, after `steps` training steps; `checkpoint` is the folder that holds the progress, or None."
+    """Ctrl-C during `train_task`, after `steps` training steps; `checkpoint` is the folder that
+    holds the progress, or None."""
     def __init__(self, steps: int, checkpoint=None):
-        super().__init__(f"training interrupted after {steps} steps; " +
-                         (f"the progress so far is saved in {checkpoint}" if checkpoint else "nothing was saved (no checkpoint path)"))
+        super().__init__(f"training interrupted after {steps} steps; "
+                         + (f"the progress so far is saved in {checkpoint}"
+                            if checkpoint else "nothing was saved (no checkpoint path)"))
         self.steps, self.checkpoint = steps, checkpoint
 
 def _no_future_mask(next_batch):
-    "Wrap `next_batch` so the decoder's self-attention masks pads only, not the future (the failure demo)."
+    """Wrap `next_batch` so the decoder's self-attention masks pads only, not the future (the
+    failure demo)."""
     def wrapped():
         batches = next_batch()
-        for b in batches if isinstance(batches, list) else [batches]:  # a batch, or a data-parallel rank's micro-batches
-            b.tgt_mask = padding_mask(b.tgt_in, PAD).expand(-1, 1, b.tgt_in.size(1), -1)  # (B, 1, Lt, Lt), all positions visible
+        for b in batches if isinstance(batches, list) else [batches]:
+            # a batch, or a data-parallel rank's micro-batches
+            # (B, 1, Lt, Lt), all positions visible
+            b.tgt_mask = padding_mask(b.tgt_in, PAD).expand(-1, 1, b.tgt_in.size(1), -1)
         return batches
     wrapped.generator = next_batch.generator
     return wrapped
 
-_HISTORY_NAMES = {'exact_match': 'eval_exact', 'token_accuracy': 'eval_token'}  # the history's names of `evaluate`'s metrics
+# the history's names of `evaluate`'s metrics
+_HISTORY_NAMES = {'exact_match': 'eval_exact', 'token_accuracy': 'eval_token'}
 
 def _record(history, step, metrics):
-    "Append an evaluation at `step` to `history`: 'eval_step', and each metric under its history name ('eval_' + its name for a task's own)."
+    """Append an evaluation at `step` to `history`: 'eval_step', and each metric under its
+    history name ('eval_' + its name for a task's own)."""
     history['eval_step'].append(step)
     for k, v in metrics.items():
         if k != 'n': history.setdefault(_HISTORY_NAMES.get(k, f'eval_{k}'), []).append(v)
@@ -135,95 +172,162 @@ def _record(history, step, metrics):
 def as_task(task: Union[str, Task]) -> Task:
     "A `CopyTask` from 'copy' or 'reverse'; a `Task` as it is."
     if not isinstance(task, str): return task
-    if task not in ('copy', 'reverse'): raise ValueError(f"task must be 'copy' or 'reverse', got {task!r}")
+    if task not in ('copy', 'reverse'):
+        raise ValueError(f"task must be 'copy' or 'reverse', got {task!r}")
     return CopyTask(reverse=task == 'reverse')
 
-def task_model(task: Task, seed: int = 0, d_model: int = 64, num_heads: int = 4, num_layers: int = 1, d_ff: int = 128) -> nn.Module:
-    "The model `task` trains (its `make_model`: a dropout-free `Transformer` sized for its vocabularies and lengths unless it says otherwise), initialized from `seed` without touching the global RNG."
+def task_model(task: Task, seed: int = 0, d_model: int = 64, num_heads: int = 4,
+               num_layers: int = 1, d_ff: int = 128) -> nn.Module:
+    """The model `task` trains (its `make_model`: a dropout-free `Transformer` sized for its
+    vocabularies and lengths unless it says otherwise), initialized from `seed` without touching
+    the global RNG."""
     return task.make_model(seed, d_model, num_heads, num_layers, d_ff)
 
 
 # %% ../nbs/11_copy_task.ipynb #0c2f3051
 class OneProcess:
-    "Where `train_task` runs unless told otherwise: this process, whole batches, `train_step`; it evaluates, logs and saves."
+    """Where `train_task` runs unless told otherwise: this process, whole batches, `train_step`;
+    it evaluates, logs and saves."""
     world_size, is_main = 1, True
     step = staticmethod(train_step)
     def check(self, batch_size: int) -> None: "Any batch size splits over one process."
     def start(self, device=None) -> torch.device: return select_device(device)
     def wrap(self, model: nn.Module) -> nn.Module: return model
-    def batches(self, task: Task, batch_size: int, seed: int) -> Callable: return task.batches(batch_size, seed)
+    def batches(self, task: Task, batch_size: int, seed: int) -> Callable:
+        return task.batches(batch_size, seed)
     def share(self, obj: Any) -> Any: return obj
     def finish(self) -> None: "Nothing to tear down."
 
 def _use_graphs(graphs, task, device, parallel, compile):
-    "Whether `train_task` records its step as CUDA graphs: as asked (checked), or by default on a CUDA GPU for a fixed-shape task, in one process, not compiled."
-    if graphs is None: return device.type == 'cuda' and task.fixed_shapes and parallel.world_size == 1 and not compile
-    if graphs and device.type != 'cuda': raise ValueError(f"graphs=True needs a CUDA GPU, but training runs on {device}: leave graphs out")
-    if graphs and not task.fixed_shapes: raise ValueError(f"graphs=True needs batches of fixed shapes; the {task.name} task's vary")
-    if graphs and (parallel.world_size > 1 or compile): raise ValueError("graphs=True works in one process without compile=True")
+    """Whether `train_task` records its step as CUDA graphs: as asked (checked), or by default
+    on a CUDA GPU for a fixed-shape task, in one process, not compiled."""
+    if graphs is None:
+        return (
+            device.type == 'cuda'
+            and task.fixed_shapes
+            and parallel.world_size == 1
+            and not compile
+        )
+    if graphs and device.type != 'cuda':
+        raise ValueError(f"graphs=True needs a CUDA GPU, but training runs on {device}: "
+                         "leave graphs out")
+    if graphs and not task.fixed_shapes:
+        raise ValueError("graphs=True needs batches of fixed shapes; the "
+                         f"{task.name} task's vary")
+    if graphs and (parallel.world_size > 1 or compile):
+        raise ValueError("graphs=True works in one process without compile=True")
     return graphs
 
-def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, device=None, seed: int = 0, d_model: int = 64,
-               num_heads: int = 4, num_layers: int = 1, d_ff: int = 128, batch_size: int = 128, lr: float = 1e-2, warmup: int = 100,
-               schedule_steps: int = 500, cooldown: float = 0.4, lr_floor: float = 0.05, label_smoothing: float = 0.0,
-               eval_every: int = 100, n_eval: int = 1000, causal: bool = True, progress: bool = True, checkpoint=None, resume=None,
-               log: Optional[Callable[[str], None]] = None, parallel: Optional[OneProcess] = None,
-               compile: bool = False, graphs: Optional[bool] = None, mixed_precision: bool = True,
-               log_every: Optional[int] = None, schedule: str = 'inverse_sqrt') -> Tuple[nn.Module, dict, dict]:
-    "Train the model of 'copy', 'reverse' or any `Task` (its `make_model`) until the task is solved (100% held-out exact match by default) or `steps` (default 1500); returns (model, history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from, `parallel`: where it runs (`OneProcess()`), `compile`: train through `torch.compile` (chapter 20's `compile_model`: where compiling is not available, a warning and the plain model); `graphs`: record the training step's forward and backward as CUDA graphs (chapter 20's `graph_model`; None: on a CUDA GPU for a task whose batches have fixed shapes, in one process, not compiled); `mixed_precision`: False trains in float32 on a GPU too; `log_every`: also `log` the training loss every that many steps (for a log file, where no progress bar shows); `schedule`: the learning rate's shape after warmup, 'inverse_sqrt' (with `cooldown` to `lr_floor`) or 'cosine' (to `lr_floor` at `schedule_steps`), chapter 10."
+def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, device=None,
+               seed: int = 0, d_model: int = 64, num_heads: int = 4, num_layers: int = 1,
+               d_ff: int = 128, batch_size: int = 128, lr: float = 1e-2, warmup: int = 100,
+               schedule_steps: int = 500, cooldown: float = 0.4, lr_floor: float = 0.05,
+               label_smoothing: float = 0.0, eval_every: int = 100, n_eval: int = 1000,
+               causal: bool = True, progress: bool = True, checkpoint=None, resume=None,
+               log: Optional[Callable[[str],
+                                      None]] = None, parallel: Optional[OneProcess] = None,
+               compile: bool = False, graphs: Optional[bool] = None,
+               mixed_precision: bool = True, log_every: Optional[int] = None,
+               schedule: str = 'inverse_sqrt') -> Tuple[nn.Module, dict, dict]:
+    """Train the model of 'copy', 'reverse' or any `Task` (its `make_model`) until the task is
+    solved (100% held-out exact match by default) or `steps` (default 1500); returns (model,
+    history, metrics); `checkpoint`: a folder to save the run into, `resume`: one to go on from,
+    `parallel`: where it runs (`OneProcess()`), `compile`: train through `torch.compile`
+    (chapter 20's `compile_model`: where compiling is not available, a warning and the plain
+    model); `graphs`: record the training step's forward and backward as CUDA graphs (chapter
+    20's `graph_model`; None: on a CUDA GPU for a task whose batches have fixed shapes, in one
+    process, not compiled); `mixed_precision`: False trains in float32 on a GPU too;
+    `log_every`: also `log` the training loss every that many steps (for a log file, where no
+    progress bar shows); `schedule`: the learning rate's shape after warmup, 'inverse_sqrt'
+    (with `cooldown` to `lr_floor`) or 'cosine' (to `lr_floor` at `schedule_steps`), chapter 10.
+    """
     task, parallel = as_task(task), parallel or OneProcess()
     steps = 1500 if steps is None else steps
     _check_positive_int('steps', steps); _check_positive_int('eval_every', eval_every)
     if log_every is not None: _check_positive_int('log_every', log_every)
-    run = {'seed': seed, 'batch_size': batch_size, 'lr': lr, 'warmup': warmup, 'horizon': min(schedule_steps, steps),
-           'cooldown': cooldown, 'lr_floor': lr_floor, 'label_smoothing': label_smoothing, 'schedule': schedule}  # the lr schedule ends at `horizon`, then stays at its floor
+    # the lr schedule ends at `horizon`, then stays at its floor
+    run = {
+        'seed': seed, 'batch_size': batch_size, 'lr': lr, 'warmup': warmup,
+        'horizon': min(schedule_steps, steps), 'cooldown': cooldown, 'lr_floor': lr_floor,
+        'label_smoothing': label_smoothing, 'schedule': schedule
+    }
     if resume is not None:
         model, state = load_checkpoint(resume)
-        run = state.get('run') or run            # the batch and schedule of the run being continued
-    parallel.check(run['batch_size'])            # before joining a job: every process fails alike, none waits
+        run = state.get('run') or run  # the batch and schedule of the run being continued
+    # before joining a job: every process fails alike, none waits
+    parallel.check(run['batch_size'])
     device = parallel.start(device)
     log = log if parallel.is_main else None
     if resume is None: model = task_model(task, seed, d_model, num_heads, num_layers, d_ff)
     model.to(device)
-    shape = run.get('schedule', 'inverse_sqrt')  # a run saved before there was a choice had the inverse square root
-    opt, sched = make_optimizer(model, run['lr'], min(run['warmup'], run['horizon']), total=run['horizon'],
-                                cooldown=run['cooldown'] if shape == 'inverse_sqrt' else 0.0, floor=run['lr_floor'], schedule=shape)
+    # a run saved before there was a choice had the inverse square root
+    shape = run.get('schedule', 'inverse_sqrt')
+    opt, sched = make_optimizer(
+        model,
+        run['lr'],
+        min(run['warmup'], run['horizon']),
+        total=run['horizon'],
+        cooldown=run['cooldown'] if shape == 'inverse_sqrt' else 0.0,
+        floor=run['lr_floor'],
+        schedule=shape,
+    )
     next_batch = parallel.batches(task, run['batch_size'], run['seed'])
     if not causal: next_batch = _no_future_mask(next_batch)
-    history = {'loss': [], 'accuracy': [], 'lr': [], 'eval_step': []}  # and a list per held-out metric (`_record`)
+    # and a list per held-out metric (`_record`)
+    history = {'loss': [], 'accuracy': [], 'lr': [], 'eval_step': []}
     if resume is not None:
         resume_training_state(state, opt, sched, next_batch.generator)
         history = state['history']
-        if log: log(f"resuming {resume} at step {state['step']} on {parallel.world_size} process(es)")
-    precision = _autocast(device) if mixed_precision else (nullcontext(), None)  # one grad scaler (fp16 GPUs) for the whole run
+        if log:
+            log(f"resuming {resume} at step {state['step']} on "
+                f"{parallel.world_size} process(es)")
+    # one grad scaler (fp16 GPUs) for the whole run
+    precision = _autocast(device) if mixed_precision else (nullcontext(), None)
     trained = parallel.wrap(model)
-    if compile: trained = compile_model(trained)  # the training steps only: evaluation and checkpoints use `model`
+    # the training steps only: evaluation and checkpoints use `model`
+    if compile: trained = compile_model(trained)
     graphed = _use_graphs(graphs, task, device, parallel, compile)
     quiet = quiet_graph_warnings if graphed else nullcontext
     if graphed:
-        example = parallel.batches(task, run['batch_size'], run['seed'] + 1)()   # its own generator: training's batches stay as they are
-        with quiet(): trained = graph_model(trained, (example[0] if isinstance(example, list) else example).to(device), precision)
+        # its own generator: training's batches stay as they are
+        example = parallel.batches(task, run['batch_size'], run['seed'] + 1)()
+        with quiet():
+            trained = graph_model(
+                trained, (example[0] if isinstance(example, list) else example).to(device),
+                precision)
     def save(metrics):
         if checkpoint and parallel.is_main:
-            save_checkpoint(checkpoint, model, opt, sched, history, generator=next_batch.generator, metrics=metrics,
+            save_checkpoint(checkpoint, model, opt, sched, history,
+                            generator=next_batch.generator, metrics=metrics,
                             task=task.to_dict(), run=run, world_size=parallel.world_size)
     done, metrics = len(history['loss']), None
     try:
         while done < steps:
-            n = min(eval_every - done % eval_every, steps - done)  # a resumed run evaluates where the first one would have
+            # a resumed run evaluates where the first one would have
+            n = min(eval_every - done % eval_every, steps - done)
             if log_every and log: n = min(n, log_every - done % log_every)
             with quiet():
-                train(trained, next_batch, n, opt, sched, task.pad_id, run['label_smoothing'], history=history, step=parallel.step,
-                      progress=progress and parallel.is_main, desc=f'steps {done}-{done + n} of {steps}', precision=precision)
+                train(trained, next_batch, n, opt, sched, task.pad_id, run['label_smoothing'],
+                      history=history, step=parallel.step, progress=progress
+                      and parallel.is_main, desc=f'steps {done}-{done + n} of {steps}',
+                      precision=precision)
             done += n
             if done % eval_every and done < steps:   # a progress line between evaluations
-                log(f"step {done} of {steps}: training loss {history['loss'][-1]:.4f}"); continue
-            metrics = parallel.share((task.evaluate(model, n_eval) or evaluate(model, task, n_eval)) if parallel.is_main else None)
+                log(f"step {done} of {steps}: training loss {history['loss'][-1]:.4f}")
+                continue
+            metrics = parallel.share(
+                (task.evaluate(model, n_eval) or evaluate(model, task, n_eval))
+                if parallel.is_main
+                else None
+            )
             _record(history, done, metrics)
-            if log: log(f"step {done}: loss {history['loss'][-1]:.4f}, {task.describe(metrics)}")
+            if log:
+                log(f"step {done}: loss {history['loss'][-1]:.4f}, {task.describe(metrics)}")
             if task.solved(metrics): break
-            if done < steps: save({**metrics, 'steps': done})  # a crash loses at most eval_every steps
-    except KeyboardInterrupt:  # Ctrl-C (in a terminal it reaches every process of a job): keep what was learned so far
+            # a crash loses at most eval_every steps
+            if done < steps: save({**metrics, 'steps': done})
+    except KeyboardInterrupt:
+        # Ctrl-C (in a terminal it reaches every process of a job): keep what was learned so far
         done = len(history['loss'])
         save({'steps': done, 'interrupted': True})
         raise TrainingInterrupted(done, checkpoint if checkpoint else None) from None
@@ -234,21 +338,29 @@ def train_task(task: Union[str, Task] = 'copy', steps: Optional[int] = None, dev
 
 def train_copy_task(*args, **kwargs) -> Tuple[Transformer, dict, dict]:
     "Deprecated: the old name of `train_task`, which trains any task."
-    warnings.warn("train_copy_task is now called train_task (it trains any task); the old name goes away in the next release",
+    warnings.warn("train_copy_task is now called train_task (it trains any task); the old name "
+                  "goes away in the next release",
                   DeprecationWarning, stacklevel=2)
     return train_task(*args, **kwargs)
 
 
 # %% ../nbs/11_copy_task.ipynb #204f856f
 @torch.no_grad()
-def cross_attention_alignment(model: Transformer, reverse: bool = False, n: int = 200, layer: int = 0) -> dict:
-    "Share of cross-attention weight (mean over heads) within one position of the source token to copy, and argmax hit rate, over `n` held-out length-10 sequences."
+def cross_attention_alignment(model: Transformer, reverse: bool = False, n: int = 200,
+                              layer: int = 0) -> dict:
+    """Share of cross-attention weight (mean over heads) within one position of the source token
+    to copy, and argmax hit rate, over `n` held-out length-10 sequences."""
     task = CopyTask(min_len=10, reverse=reverse)
     src, _ = task.sample(n, torch.Generator().manual_seed(HELDOUT_SEED + 1))
     with record_attention(model) as attn:
-        greedy_decode(model, src, task.max_len + 1, use_cache=False)  # the last step's pass holds every row
-    cross = attn[f'decoder.layers.{layer}.cross_attn'].mean(1)[:, :task.max_len]  # (n, 10 outputs, 10 sources), on the CPU
+        # the last step's pass holds every row
+        greedy_decode(model, src, task.max_len + 1, use_cache=False)
+    # (n, 10 outputs, 10 sources), on the CPU
+    cross = attn[f'decoder.layers.{layer}.cross_attn'].mean(1)[:, :task.max_len]
     pos = torch.arange(task.max_len)
-    target = pos.flip(0) if reverse else pos                                      # the source position output t copies
-    band = (pos[None] - target[:, None]).abs() <= 1                               # (10, 10): within one position
-    return {'band_share': (cross * band).sum(-1).mean().item(), 'argmax_hit': (cross.argmax(-1) == target).float().mean().item()}
+    target = pos.flip(0) if reverse else pos         # the source position output t copies
+    band = (pos[None] - target[:, None]).abs() <= 1  # (10, 10): within one position
+    return {
+        'band_share': (cross * band).sum(-1).mean().item(),
+        'argmax_hit': (cross.argmax(-1) == target).float().mean().item()
+    }

@@ -26,7 +26,8 @@ TORCHRUN_VARS = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT
 
 @dataclass(frozen=True)
 class DistEnv:
-    "Where this process stands in a torchrun job: its rank among `world_size` processes, and its rank on this machine."
+    """Where this process stands in a torchrun job: its rank among `world_size` processes, and
+    its rank on this machine."""
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
@@ -34,24 +35,35 @@ class DistEnv:
     def is_main(self): return self.rank == 0
 
 def torchrun_env(environ: Optional[Mapping[str, str]] = None) -> DistEnv:
-    "This process's `DistEnv` from the variables torchrun sets (`os.environ` by default); rank 0 of 1 when none of them is set."
+    """This process's `DistEnv` from the variables torchrun sets (`os.environ` by default); rank
+    0 of 1 when none of them is set."""
     environ = os.environ if environ is None else environ
     found = [k for k in TORCHRUN_VARS if k in environ]
     if not found: return DistEnv()
     missing = [k for k in TORCHRUN_VARS if k not in environ]
-    if missing: raise ValueError(f"torchrun's environment is incomplete: {', '.join(found)} set, {', '.join(missing)} missing; "
+    if missing:
+        raise ValueError(f"torchrun's environment is incomplete: {', '.join(found)} set, "
+                         f"{', '.join(missing)} missing; "
                                  "launch with torchrun, or set none of them to run one process")
     try: rank, world, local = (int(environ[k]) for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK'))
-    except ValueError: raise ValueError("RANK, WORLD_SIZE and LOCAL_RANK must be integers, got " +
-                                       ', '.join(f"{k}={environ[k]!r}" for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK'))) from None
+    except ValueError:
+        raise ValueError(
+            "RANK, WORLD_SIZE and LOCAL_RANK must be integers, got "
+            + ', '.join(f"{k}={environ[k]!r}" for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK'))
+        ) from None
     if world < 1 or not 0 <= rank < world or local < 0:
-        raise ValueError(f"RANK={rank} must be in 0..WORLD_SIZE-1 (WORLD_SIZE={world}), and LOCAL_RANK={local} at least 0")
+        raise ValueError(f"RANK={rank} must be in 0..WORLD_SIZE-1 (WORLD_SIZE={world}), and "
+                         f"LOCAL_RANK={local} at least 0")
     return DistEnv(rank, world, local)
 
 # %% ../nbs/12a_data_parallel.ipynb #25e8d269
-def run_torchrun(*args, nproc_per_node: int = 2, launcher: Sequence[str] = ('--standalone',), timeout: float = 600) -> subprocess.CompletedProcess:
-    "Run `torchrun --nproc_per_node N LAUNCHER... ARGS...` with this Python as a subprocess and return the `subprocess.CompletedProcess` (text output); after `timeout` seconds the job, workers included, is killed and `subprocess.TimeoutExpired` raised."
-    cmd = [sys.executable, '-m', 'torch.distributed.run', *launcher, f'--nproc_per_node={nproc_per_node}', *map(str, args)]
+def run_torchrun(*args, nproc_per_node: int = 2, launcher: Sequence[str] = ('--standalone', ),
+                 timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `torchrun --nproc_per_node N LAUNCHER... ARGS...` with this Python as a subprocess
+    and return the `subprocess.CompletedProcess` (text output); after `timeout` seconds the
+    job, workers included, is killed and `subprocess.TimeoutExpired` raised."""
+    cmd = [sys.executable, '-m', 'torch.distributed.run', *launcher,
+           f'--nproc_per_node={nproc_per_node}', *map(str, args)]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
         try: out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -62,55 +74,77 @@ def run_torchrun(*args, nproc_per_node: int = 2, launcher: Sequence[str] = ('--s
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 # %% ../nbs/12a_data_parallel.ipynb #0432490c
-def rank_device(env: DistEnv, device: Optional[Union[str, torch.device]] = None) -> torch.device:
-    "The device rank `env` trains on: one GPU per process (`cuda:LOCAL_RANK`) when CUDA is asked for or present, else the CPU."
+def rank_device(
+    env: DistEnv, device: Optional[Union[str, torch.device]] = None
+) -> torch.device:
+    """The device rank `env` trains on: one GPU per process (`cuda:LOCAL_RANK`) when CUDA is
+    asked for or present, else the CPU."""
     if device is None: device = 'cuda' if torch.cuda.is_available() else 'cpu'
     try: device = torch.device(device)
-    except (RuntimeError, TypeError): return select_device(device)  # its message lists the devices it knows
+    # its message lists the devices it knows
+    except (RuntimeError, TypeError): return select_device(device)
     if env.world_size > 1 and device.type == 'cuda' and device.index is not None:
-        raise ValueError(f"device {str(device)!r}: under torchrun each process takes the GPU of its LOCAL_RANK; give 'cuda', not a GPU number")
-    if env.world_size > 1 and device.type == 'mps': raise ValueError("device 'mps' runs one process only; use 'cpu' for several processes")
+        raise ValueError(f"device {str(device)!r}: under torchrun each process takes the GPU "
+                         "of its LOCAL_RANK; give 'cuda', not a GPU number")
+    if env.world_size > 1 and device.type == 'mps':
+        raise ValueError("device 'mps' runs one process only; use 'cpu' for several processes")
     if device.type == 'cuda': device = torch.device('cuda', env.local_rank)
     return select_device(device)
 
-def init_distributed(device: Optional[Union[str, torch.device]] = None, timeout: float = 300) -> Tuple[DistEnv, torch.device]:
-    "Join torchrun's process group (NCCL on CUDA, gloo on the CPU; a collective waits at most `timeout` seconds) and return (env, device); a single process joins nothing."
+def init_distributed(device: Optional[Union[str, torch.device]] = None,
+                     timeout: float = 300) -> Tuple[DistEnv, torch.device]:
+    """Join torchrun's process group (NCCL on CUDA, gloo on the CPU; a collective waits at most
+    `timeout` seconds) and return (env, device); a single process joins nothing."""
     env = torchrun_env()
     device = rank_device(env, device)
     if env.world_size > 1 and not dist.is_initialized():
         if device.type == 'cuda': torch.cuda.set_device(device)
-        dist.init_process_group('nccl' if device.type == 'cuda' else 'gloo', timeout=datetime.timedelta(seconds=timeout))
+        dist.init_process_group('nccl' if device.type == 'cuda' else 'gloo',
+                                timeout=datetime.timedelta(seconds=timeout))
     return env, device
 
 # %% ../nbs/12a_data_parallel.ipynb #511744d2
 def close_distributed() -> None:
-    "Leave torchrun's process group together (a barrier, then `destroy_process_group`); nothing in a single process."
+    """Leave torchrun's process group together (a barrier, then `destroy_process_group`);
+    nothing in a single process."""
     if not dist.is_initialized(): return
     dist.barrier()   # nobody tears the group down while another still uses it
-    time.sleep(0.1)  # gloo's threads may still be freeing finished work, which needs the GIL that destroying the group holds
+    # gloo's threads may still be freeing finished work, which needs the GIL that destroying the
+    # group holds
+    time.sleep(0.1)
     dist.destroy_process_group()
 
 # %% ../nbs/12a_data_parallel.ipynb #6cbee3a6
 def check_split(batch_size: int, world_size: int, accumulate: int = 1) -> None:
-    "Raise unless a global batch of `batch_size` splits evenly into `world_size` processes times `accumulate` micro-batches."
+    """Raise unless a global batch of `batch_size` splits evenly into `world_size` processes
+    times `accumulate` micro-batches."""
     parts = world_size * accumulate
     if batch_size % parts:
-        raise ValueError(f"a batch of {batch_size} sequences does not split evenly over {world_size} process(es) x {accumulate} "
-                         f"micro-batch(es) = {parts} parts: use a batch size that is a multiple of {parts}, e.g. {max(parts, batch_size // parts * parts)}")
+        raise ValueError(f"a batch of {batch_size} sequences does not split evenly over "
+                         f"{world_size} process(es) x {accumulate} "
+                         f"micro-batch(es) = {parts} parts: use a batch size that is a "
+                         f"multiple of {parts}, e.g. {max(parts, batch_size // parts * parts)}")
 
 def shard(batch: Batch, index: int, parts: int) -> Batch:
-    "Slice `index` of `parts` equal slices of a batch's rows (a `Batch` or an `LMBatch`: every field is a tensor of rows)."
+    """Slice `index` of `parts` equal slices of a batch's rows (a `Batch` or an `LMBatch`: every
+    field is a tensor of rows)."""
     b = batch.targets.size(0) // parts
-    return type(batch)(*(getattr(batch, f)[index * b:(index + 1) * b] for f in batch.__dataclass_fields__))
+    return type(batch)(
+        *(getattr(batch, f)[index * b : (index + 1) * b] for f in batch.__dataclass_fields__)
+    )
 
-def sharded_batches(task: Task, batch_size: int, env: DistEnv, seed: int = 0, accumulate: int = 1) -> Callable[[], List[Batch]]:
-    "Like `task.batches`, but every rank draws the same global batch from the same seeded generator and keeps its slice, cut into `accumulate` micro-batches."
+def sharded_batches(task: Task, batch_size: int, env: DistEnv, seed: int = 0,
+                    accumulate: int = 1) -> Callable[[], List[Batch]]:
+    """Like `task.batches`, but every rank draws the same global batch from the same seeded
+    generator and keeps its slice, cut into `accumulate` micro-batches."""
     check_split(batch_size, env.world_size, accumulate)
     full = task.batches(batch_size, seed)
     def next_batch():
         mine = shard(full(), env.rank, env.world_size)                  # (B/P, ...)
-        return [shard(mine, i, accumulate) for i in range(accumulate)]  # accumulate x (B/(P*accumulate), ...)
-    next_batch.generator = full.generator  # the same state on every rank: a checkpoint resumes with any world size
+        # accumulate x (B/(P*accumulate), ...)
+        return [shard(mine, i, accumulate) for i in range(accumulate)]
+    # the same state on every rank: a checkpoint resumes with any world size
+    next_batch.generator = full.generator
     return next_batch
 
 # %% ../nbs/12a_data_parallel.ipynb #be3e278e
@@ -119,24 +153,31 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     if dist.is_initialized(): dist.all_reduce(t)
     return t
 
-def data_parallel_step(model: torch.nn.Module, micro_batches: List[Batch], optimizer: torch.optim.Optimizer, pad_id: int,
-                       label_smoothing: float = 0.0, clip: float = 1.0, amp=None, scaler=None) -> Tuple[float, float]:
-    "One optimizer step on this rank's micro-batches that equals one process's step on the whole global batch; returns the global batch's (loss, accuracy)."
+def data_parallel_step(model: torch.nn.Module, micro_batches: List[Batch],
+                       optimizer: torch.optim.Optimizer, pad_id: int,
+                       label_smoothing: float = 0.0, clip: float = 1.0, amp=None,
+                       scaler=None) -> Tuple[float, float]:
+    """One optimizer step on this rank's micro-batches that equals one process's step on the
+    whole global batch; returns the global batch's (loss, accuracy)."""
     world = dist.get_world_size() if dist.is_initialized() else 1
     device = next(model.parameters()).device
     micro_batches = [b.to(device) for b in micro_batches]
     real = torch.stack([(b.targets != pad_id).sum() for b in micro_batches]).sum().float()
-    n_tokens = all_reduce_sum(real.clone())        # T: the global batch's target tokens, over all ranks
+    # T: the global batch's target tokens, over all ranks
+    n_tokens = all_reduce_sum(real.clone())
     optimizer.zero_grad(set_to_none=True)
     loss_sum, correct = torch.zeros((), device=real.device), torch.zeros((), device=real.device)
     for i, b in enumerate(micro_batches):
         last = i == len(micro_batches) - 1
-        with nullcontext() if last or not isinstance(model, DDP) else model.no_sync():  # all-reduce in the last backward only
+        with nullcontext() if last or not isinstance(model, DDP) else model.no_sync():
+            # all-reduce in the last backward only
             with amp or nullcontext():
                 logits = b.logits(model)                                  # (b, L, V)
-                loss = F.cross_entropy(logits.float().flatten(0, 1), b.targets.flatten(), ignore_index=pad_id,
-                                       label_smoothing=label_smoothing, reduction='sum')
-            scaled = loss * world / n_tokens       # DDP divides the summed gradients by `world`: this undoes it
+                loss = F.cross_entropy(logits.float().flatten(0, 1), b.targets.flatten(),
+                                       ignore_index=pad_id, label_smoothing=label_smoothing,
+                                       reduction='sum')
+            # DDP divides the summed gradients by `world`: this undoes it
+            scaled = loss * world / n_tokens
             (scaler.scale(scaled) if scaler else scaled).backward()
         loss_sum += loss.detach()
         correct += ((logits.argmax(-1) == b.targets) & (b.targets != pad_id)).sum()
@@ -153,7 +194,8 @@ def _broadcast(obj, env):
     return box[0]
 
 class DataParallel(OneProcess):
-    "Where `train_task` runs in a torchrun job (or alone): DDP, each rank its slice of every global batch in `accumulate` micro-batches, rank 0 evaluates, logs and saves."
+    """Where `train_task` runs in a torchrun job (or alone): DDP, each rank its slice of every
+    global batch in `accumulate` micro-batches, rank 0 evaluates, logs and saves."""
     step = staticmethod(data_parallel_step)
     def __init__(self, accumulate: int = 1, timeout: int = 300):
         _check_positive_int('accumulate', accumulate)
@@ -162,21 +204,25 @@ class DataParallel(OneProcess):
     def world_size(self) -> int: return self.env.world_size
     @property
     def is_main(self) -> bool: return self.env.is_main
-    def check(self, batch_size: int) -> None: check_split(batch_size, self.world_size, self.accumulate)
+    def check(self, batch_size: int) -> None:
+        check_split(batch_size, self.world_size, self.accumulate)
     def start(self, device=None) -> torch.device:
         self.env, device = init_distributed(device, self.timeout)
         return device
     def wrap(self, model: nn.Module) -> nn.Module:
         if self.world_size == 1: return model
         device = next(model.parameters()).device
-        return DDP(model, device_ids=[device.index] if device.type == 'cuda' else None)  # also broadcasts rank 0's weights
+        # also broadcasts rank 0's weights
+        return DDP(model, device_ids=[device.index] if device.type == 'cuda' else None)
     def batches(self, task: Task, batch_size: int, seed: int) -> Callable:
         return sharded_batches(task, batch_size, self.env, seed, self.accumulate)
     def share(self, obj: Any) -> Any: return _broadcast(obj, self.env)
     def finish(self) -> None:
         close_distributed()  # nobody leaves before rank 0's checkpoint is on disk
 
-def train_data_parallel(task: Union[str, Task] = 'copy', accumulate: int = 1, timeout: int = 300, **kwargs) -> Tuple[nn.Module, dict, dict]:
-    "`train_task` on every process of a torchrun job, or alone (`parallel=DataParallel(accumulate, timeout)`); the other arguments are `train_task`'s."
+def train_data_parallel(task: Union[str, Task] = 'copy', accumulate: int = 1,
+                        timeout: int = 300, **kwargs) -> Tuple[nn.Module, dict, dict]:
+    """`train_task` on every process of a torchrun job, or alone
+    (`parallel=DataParallel(accumulate, timeout)`); the other arguments are `train_task`'s."""
     return train_task(task, parallel=DataParallel(accumulate, timeout), **kwargs)
 

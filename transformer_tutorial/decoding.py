@@ -17,93 +17,138 @@ from .training import PAD, START, END, _RECORDING
 
 # %% ../nbs/11b_decoding.ipynb #87df13d7
 def _check_generation(model, src, max_len):
-    "Raise a clear error unless `src` is (B, Ls) token ids and `max_len` new tokens fit the model's positional table."
+    """Raise a clear error unless `src` is (B, Ls) token ids and `max_len` new tokens fit the
+    model's positional table."""
     _check_positive_int('max_len', max_len)  # the number of tokens to generate
-    if src.dim() != 2: raise ValueError(f"src must be token ids shaped (B, Ls), got {tuple(src.shape)}")
+    if src.dim() != 2:
+        raise ValueError(f"src must be token ids shaped (B, Ls), got {tuple(src.shape)}")
     limit = model.config.max_len
     if src.size(1) > limit:
-        raise ValueError(f"src has {src.size(1)} positions, more than the model's positional table holds (max_len={limit})")
+        raise ValueError(f"src has {src.size(1)} positions, more than the model's positional "
+                         f"table holds (max_len={limit})")
     if max_len > limit:
-        raise ValueError(f"max_len={max_len} new tokens need {max_len} decoder positions, more than the model's "
+        raise ValueError(f"max_len={max_len} new tokens need {max_len} decoder positions, more "
+                         "than the model's "
                          f"positional table holds (max_len={limit})")
 
 # %% ../nbs/11b_decoding.ipynb #b2d73424
 class KVCache:
-    "A decoder's keys and values while generating: self-attention's (N, B, H_kv, max_len, d_head), filled one position per step, and cross-attention's, computed once from the memory (none for a decoder-only model: `memory=None` and `batch_size` rows)."
-    def __init__(self, model: torch.nn.Module, memory: Optional[torch.Tensor], max_len: int, batch_size: Optional[int] = None):
+    """A decoder's keys and values while generating: self-attention's (N, B, H_kv, max_len,
+    d_head), filled one position per step, and cross-attention's, computed once from the memory
+    (none for a decoder-only model: `memory=None` and `batch_size` rows)."""
+    def __init__(self, model: torch.nn.Module, memory: Optional[torch.Tensor], max_len: int,
+                 batch_size: Optional[int] = None):
         if any(m in _RECORDING for m in model.modules()):
-            raise ValueError("decoding with the key/value cache inside record_attention: the cache computes each new position outside "
-                             "the attention modules' forward pass, so the decoder's maps would be missing; use "
-                             "use_cache=False there (an argument of greedy_decode and generate; beam search always uses the cache)")
+            raise ValueError("decoding with the key/value cache inside record_attention: the "
+                             "cache computes each new position outside "
+                             "the attention modules' forward pass, so the decoder's maps would "
+                             "be missing; use "
+                             "use_cache=False there (an argument of greedy_decode and "
+                             "generate; beam search always uses the cache)")
         H = model.config.num_heads
-        d_head = getattr(model.config, 'head_dim', None) or model.config.d_model // H   # a head width of its own (Qwen3, chapter 17c)
-        H_kv = getattr(model.config, 'num_kv_heads', None) or H            # fewer with grouped-query attention (chapter 17c)
-        layers = model.layers if memory is None else model.decoder.layers  # a GPT's blocks, or the encoder-decoder's decoder
-        B, like = (batch_size, next(model.parameters())) if memory is None else (memory.size(0), memory)
-        self.cross = [(split_heads(l.cross_attn.w_k(memory), H), split_heads(l.cross_attn.w_v(memory), H))  # (B, H, Ls, d_head)
+        # a head width of its own (Qwen3, chapter 17c)
+        d_head = getattr(model.config, 'head_dim', None) or model.config.d_model // H
+        # fewer with grouped-query attention (chapter 17c)
+        H_kv = getattr(model.config, 'num_kv_heads', None) or H
+        # a GPT's blocks, or the encoder-decoder's decoder
+        layers = model.layers if memory is None else model.decoder.layers
+        B, like = (batch_size, next(model.parameters())) if memory is None else (memory.size(0),
+                                                                                 memory)
+        # (B, H, Ls, d_head)
+        self.cross = [(split_heads(l.cross_attn.w_k(memory), H),
+                       split_heads(l.cross_attn.w_v(memory), H))
                       for l in layers] if memory is not None else []
-        self.keys = like.new_zeros(len(layers), B, H_kv, max_len, d_head)  # (N, B, H_kv, max_len, d_head)
+        # (N, B, H_kv, max_len, d_head)
+        self.keys = like.new_zeros(len(layers), B, H_kv, max_len, d_head)
         self.values = torch.zeros_like(self.keys)
-        self.length = 0                                                   # positions filled so far
+        self.length = 0  # positions filled so far
 
     def nbytes(self):
         "Bytes held by the self-attention buffers and the cross-attention keys and values."
-        return sum(t.numel() * t.element_size() for t in (self.keys, self.values, *(x for kv in self.cross for x in kv)))
+        return sum(t.numel() * t.element_size()
+                   for t in (self.keys, self.values, *(x for kv in self.cross for x in kv)))
 
     def reorder(self, rows: torch.Tensor) -> None:
-        "Keep batch rows `rows` (B,), in that order: beam search moves its surviving beams this way."
+        """Keep batch rows `rows` (B,), in that order: beam search moves its surviving beams
+        this way."""
         t = self.length  # only the filled positions move
-        self.keys[:, :, :, :t], self.values[:, :, :, :t] = self.keys[:, rows, :, :t], self.values[:, rows, :, :t]
+        self.keys[:, :, :, :t], self.values[:, :, :, :t] = (
+            self.keys[:, rows, :, :t],
+            self.values[:, rows, :, :t],
+        )
         self.cross = [(k[rows], v[rows]) for k, v in self.cross]
 
 # %% ../nbs/11b_decoding.ipynb #02a1ceb6
 def _attend(mha, y, k, v, mask=None):
-    "`mha`'s attention from queries `y` (B, Lq, d_model) to keys and values already split into heads (B, H, Lk, d_head)."
+    """`mha`'s attention from queries `y` (B, Lq, d_model) to keys and values already split into
+    heads (B, H, Lk, d_head)."""
     q = split_heads(mha.w_q(y), mha.num_heads)                      # (B, H, Lq, d_head)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)   # (B, H, Lq, d_head)
-    if mask is not None: out = out.masked_fill(~mask.any(-1, keepdim=True), 0.0)  # as MultiHeadAttention does
+    # as MultiHeadAttention does
+    if mask is not None: out = out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
     return mha.w_o(merge_heads(out))                                # (B, Lq, d_model)
 
 def _cached_self_attention(mha, y, cache, i):
-    "Self-attention of the newest position `y` (B, 1, d_model): its key and value join layer `i`'s cache, its query reads positions 0..t."
+    """Self-attention of the newest position `y` (B, 1, d_model): its key and value join layer
+    `i`'s cache, its query reads positions 0..t."""
     B, t, H = y.size(0), cache.length, mha.num_heads
-    cache.keys[i, :, :, t] = mha.w_k(y)[:, 0].view(B, H, -1)        # (B, H, d_head) into position t
+    cache.keys[i, :, :, t] = mha.w_k(y)[:, 0].view(B, H, -1)  # (B, H, d_head) into position t
     cache.values[i, :, :, t] = mha.w_v(y)[:, 0].view(B, H, -1)
     return _attend(mha, y, cache.keys[i, :, :, :t + 1], cache.values[i, :, :, :t + 1])
 
-def decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: "KVCache", memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    "Next-token logits (B, V) from the newest tokens (B,), reading and extending `cache`: one decoder position's work."
+def decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: "KVCache",
+                memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Next-token logits (B, V) from the newest tokens (B,), reading and extending `cache`: one
+    decoder position's work."""
     t, pos = cache.length, model.positional
-    x = pos.dropout(model.tgt_embed(tokens[:, None]) + pos.pe[t:t + 1])  # (B, 1, d_model), the embedding at position t
-    for i, layer in enumerate(model.decoder.layers):  # DecoderLayer.forward, its attentions reading the cache
-        x = layer.sublayers[0](x, lambda y: _cached_self_attention(layer.self_attn, y, cache, i))
-        x = layer.sublayers[1](x, lambda y: _attend(layer.cross_attn, y, *cache.cross[i], memory_mask))
+    # (B, 1, d_model), the embedding at position t
+    x = pos.dropout(model.tgt_embed(tokens[:, None]) + pos.pe[t:t + 1])
+    for i, layer in enumerate(model.decoder.layers):
+        # DecoderLayer.forward, its attentions reading the cache
+        x = layer.sublayers[0](x,
+                               lambda y: _cached_self_attention(layer.self_attn, y, cache, i))
+        x = layer.sublayers[1](
+            x, lambda y: _attend(layer.cross_attn, y, *cache.cross[i], memory_mask))
         x = layer.sublayers[2](x, layer.feed_forward)
     cache.length += 1
     return model.output(model.decoder.norm(x))[:, 0]  # (B, V)
 
 # %% ../nbs/11b_decoding.ipynb #e8a23fea
-def _constrain(logits: torch.Tensor, banned: Sequence[int], forced: Optional[int]) -> torch.Tensor:
-    "`logits` (B, V) with the `banned` ids at -inf, or, when `forced` is an id, every id but it at -inf (a token that must come now)."
-    if forced is not None: return torch.full_like(logits, -math.inf).index_fill_(-1, torch.tensor([forced], device=logits.device), 0.0)
-    if banned: logits = logits.index_fill(-1, torch.tensor(list(banned), device=logits.device), -math.inf)
+def _constrain(logits: torch.Tensor, banned: Sequence[int],
+               forced: Optional[int]) -> torch.Tensor:
+    """`logits` (B, V) with the `banned` ids at -inf, or, when `forced` is an id, every id but
+    it at -inf (a token that must come now)."""
+    if forced is not None:
+        return torch.full_like(logits, -math.inf).index_fill_(
+            -1, torch.tensor([forced], device=logits.device), 0.0)
+    if banned:
+        logits = logits.index_fill(-1, torch.tensor(list(banned), device=logits.device),
+                                   -math.inf)
     return logits
 
 @torch.no_grad()
-def greedy_decode(model: torch.nn.Module, src: torch.Tensor, max_len: int, start_id: int = START, end_id: int = END, pad_id: int = PAD,
-                  use_cache: bool = True, banned: Sequence[int] = (), forced_end_id: Optional[int] = None) -> torch.Tensor:
-    "Greedy decoding of a batch (B, Ls) on the model's device: (B, ≤max_len) tokens after the start token, pads after each row's `end_id` (None: never stop early), on `src`'s device; `banned` ids are never chosen, and `forced_end_id` is the last token of a row that reaches `max_len` (transformers' `bad_words_ids` and `forced_eos_token_id`)."
+def greedy_decode(model: torch.nn.Module, src: torch.Tensor, max_len: int,
+                  start_id: int = START, end_id: int = END, pad_id: int = PAD,
+                  use_cache: bool = True, banned: Sequence[int] = (),
+                  forced_end_id: Optional[int] = None) -> torch.Tensor:
+    """Greedy decoding of a batch (B, Ls) on the model's device: (B, ≤max_len) tokens after the
+    start token, pads after each row's `end_id` (None: never stop early), on `src`'s device;
+    `banned` ids are never chosen, and `forced_end_id` is the last token of a row that reaches
+    `max_len` (transformers' `bad_words_ids` and `forced_eos_token_id`)."""
     _check_generation(model, src, max_len)
     model.eval()
     device = next(model.parameters()).device
-    src_mask = padding_mask(src, pad_id).to(device)                 # (B, 1, 1, Ls)
-    memory = model.encode(src.to(device), src_mask)                 # (B, Ls, d_model), computed once
+    src_mask = padding_mask(src, pad_id).to(device)  # (B, 1, 1, Ls)
+    memory = model.encode(src.to(device), src_mask)  # (B, Ls, d_model), computed once
     ys = torch.full((src.size(0), 1), start_id, dtype=torch.long, device=device)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=device)
     cache = KVCache(model, memory, max_len) if use_cache else None
     for t in range(max_len):
-        if use_cache: logits = decode_step(model, ys[:, -1], cache, src_mask)               # (B, V): one new position
-        else: logits = model.decode(ys, memory, causal_mask(ys.size(1), device), src_mask)[:, -1]  # the whole prefix again
+        # (B, V): one new position
+        if use_cache: logits = decode_step(model, ys[:, -1], cache, src_mask)
+        # the whole prefix again
+        else:
+            logits = model.decode(ys, memory, causal_mask(ys.size(1), device), src_mask)[:, -1]
         logits = _constrain(logits, banned, forced_end_id if t == max_len - 1 else None)
         nxt = logits.argmax(-1).masked_fill(done, pad_id)           # finished rows emit pads
         ys = torch.cat([ys, nxt[:, None]], 1)
@@ -113,8 +158,10 @@ def greedy_decode(model: torch.nn.Module, src: torch.Tensor, max_len: int, start
     return ys[:, 1:].to(src.device)
 
 # %% ../nbs/11b_decoding.ipynb #e418d85b
-def seconds_per_token(model: torch.nn.Module, src: torch.Tensor, length: int, use_cache: bool = True) -> float:
-    "Wall-clock seconds per generated position when `greedy_decode` produces `length` tokens for every row of `src` (after a warm-up call)."
+def seconds_per_token(model: torch.nn.Module, src: torch.Tensor, length: int,
+                      use_cache: bool = True) -> float:
+    """Wall-clock seconds per generated position when `greedy_decode` produces `length` tokens
+    for every row of `src` (after a warm-up call)."""
     greedy_decode(model, src, 2, end_id=None, use_cache=use_cache)
     if src.is_cuda: torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -123,39 +170,51 @@ def seconds_per_token(model: torch.nn.Module, src: torch.Tensor, length: int, us
     return (time.perf_counter() - t0) / length
 
 # %% ../nbs/11b_decoding.ipynb #1fe8419f
-def length_penalty(length: Union[torch.Tensor, float], alpha: float) -> Union[torch.Tensor, float]:
-    "GNMT's length normalizer ((5 + length) / 6) ** alpha (Wu et al. 2016, section 7); alpha=0 turns it off."
+def length_penalty(length: Union[torch.Tensor, float],
+                   alpha: float) -> Union[torch.Tensor, float]:
+    """GNMT's length normalizer ((5 + length) / 6) ** alpha (Wu et al. 2016, section 7); alpha=0
+    turns it off."""
     return ((5 + length) / 6) ** alpha
 
 # %% ../nbs/11b_decoding.ipynb #73f78289
 @torch.no_grad()
-def beam_search(model: torch.nn.Module, src: torch.Tensor, max_len: int, beam_size: int = 4, alpha: float = 0.6, start_id: int = START,
-                end_id: int = END, pad_id: int = PAD, return_scores: bool = False, banned: Sequence[int] = (),
-                forced_end_id: Optional[int] = None) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
-    "Beam search over a batch (B, Ls): each row's best of `beam_size` hypotheses by log-probability / `length_penalty`, shaped like `greedy_decode`'s output (with the (B,) scores if `return_scores`); `banned` and `forced_end_id` as in `greedy_decode`."
+def beam_search(
+    model: torch.nn.Module, src: torch.Tensor, max_len: int, beam_size: int = 4,
+    alpha: float = 0.6, start_id: int = START, end_id: int = END, pad_id: int = PAD,
+    return_scores: bool = False, banned: Sequence[int] = (), forced_end_id: Optional[int] = None
+) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """Beam search over a batch (B, Ls): each row's best of `beam_size` hypotheses by
+    log-probability / `length_penalty`, shaped like `greedy_decode`'s output (with the (B,)
+    scores if `return_scores`); `banned` and `forced_end_id` as in `greedy_decode`."""
     _check_generation(model, src, max_len)
     V, K, B = model.config.tgt_vocab_size, beam_size, src.size(0)
     _check_positive_int('beam_size', beam_size)
-    if beam_size > V: raise ValueError(f"beam_size={beam_size} is larger than the target vocabulary ({V} tokens): at most {V}")
+    if beam_size > V:
+        raise ValueError(f"beam_size={beam_size} is larger than the target vocabulary ({V} "
+                         f"tokens): at most {V}")
     model.eval()
     device = next(model.parameters()).device
-    src_mask = padding_mask(src, pad_id).to(device).repeat_interleave(K, 0)     # (B*K, 1, 1, Ls)
-    memory = model.encode(src.to(device).repeat_interleave(K, 0), src_mask)    # (B*K, Ls, d_model): row b*K + k is beam k of b
+    src_mask = padding_mask(src, pad_id).to(device).repeat_interleave(K, 0)  # (B*K, 1, 1, Ls)
+    # (B*K, Ls, d_model): row b*K + k is beam k of b
+    memory = model.encode(src.to(device).repeat_interleave(K, 0), src_mask)
     cache = KVCache(model, memory, max_len)
     ys = torch.full((B * K, 1), start_id, dtype=torch.long, device=device)
     logp = torch.zeros(B, K, device=device)
-    logp[:, 1:] = -math.inf                         # all beams start as <s>: extend only the first
-    length = torch.zeros(B * K, device=device)      # tokens generated, the end token included
+    logp[:, 1:] = -math.inf                     # all beams start as <s>: extend only the first
+    length = torch.zeros(B * K, device=device)  # tokens generated, the end token included
     done = torch.zeros(B * K, dtype=torch.bool, device=device)
-    only_pad = torch.full((V,), -math.inf, device=device); only_pad[pad_id] = 0.0  # a finished beam's one extension
+    # a finished beam's one extension
+    only_pad = torch.full((V,), -math.inf, device=device); only_pad[pad_id] = 0.0
     for t in range(max_len):
         step = decode_step(model, ys[:, -1], cache, src_mask).log_softmax(-1)    # (B*K, V)
         step = _constrain(step, banned, forced_end_id if t == max_len - 1 else None)
         step = torch.where(done[:, None], only_pad, step)
-        cand = logp.view(-1, 1) + step                                           # (B*K, V): every one-token extension
+        cand = logp.view(-1, 1) + step  # (B*K, V): every one-token extension
         cand_len = (length + ~done).view(-1, 1).expand(-1, V)                    # their lengths
-        best = (cand / length_penalty(cand_len, alpha)).view(B, K * V).topk(K, dim=1).indices  # (B, K) of the K*V
-        rows = (torch.arange(B, device=device)[:, None] * K + best // V).view(-1)  # (B*K,) the beams they extend
+        # (B, K) of the K*V
+        best = (cand / length_penalty(cand_len, alpha)).view(B, K * V).topk(K, dim=1).indices
+        # (B*K,) the beams they extend
+        rows = (torch.arange(B, device=device)[:, None] * K + best // V).view(-1)
         token = (best % V).view(-1)
         logp = cand.view(B, K * V).gather(1, best)
         length = cand_len.reshape(B, K * V).gather(1, best).view(-1)
@@ -165,8 +224,9 @@ def beam_search(model: torch.nn.Module, src: torch.Tensor, max_len: int, beam_si
             done = done[rows] | (token == end_id)
             if done.all(): break
     final = (logp.view(-1) / length_penalty(length, alpha)).view(B, K)
-    top = final.argmax(1)                                                         # (B,) the best beam of each source
+    top = final.argmax(1)  # (B,) the best beam of each source
     pick = torch.arange(B, device=device), top
-    width = int(length.view(B, K)[pick].max())                                    # the longest chosen hypothesis
-    out = ys.view(B, K, -1)[pick][:, 1:width + 1].to(src.device)                  # other beams may have run longer
+    width = int(length.view(B, K)[pick].max())  # the longest chosen hypothesis
+    # other beams may have run longer
+    out = ys.view(B, K, -1)[pick][:, 1:width + 1].to(src.device)
     return (out, final.max(1).values.to(src.device)) if return_scores else out

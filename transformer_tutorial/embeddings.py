@@ -13,15 +13,18 @@ from .validation import _check_positive_int
 
 # %% ../nbs/07_embeddings.ipynb #1cc6a3ad
 def check_token_ids(tokens: torch.Tensor, vocab_size: int) -> None:
-    "Raise `TypeError` for non-integer ids and `ValueError` naming the first id outside [0, vocab_size)."
+    """Raise `TypeError` for non-integer ids and `ValueError` naming the first id outside [0,
+    vocab_size)."""
     if not torch.is_tensor(tokens):
         raise TypeError(f"token ids must be an integer tensor, got {type(tokens).__name__}")
     if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
         raise TypeError(f"token ids must be an integer tensor, got dtype {tokens.dtype}")
-    if tokens.is_cuda and torch.cuda.is_current_stream_capturing(): return  # a CUDA graph is being recorded: no asking the GPU (chapter 20)
+    # a CUDA graph is being recorded: no asking the GPU (chapter 20)
+    if tokens.is_cuda and torch.cuda.is_current_stream_capturing(): return
     bad = (tokens < 0) | (tokens >= vocab_size)
     if bad.any():
-        raise ValueError(f"token id {tokens[bad][0].item()} is outside the vocabulary [0, {vocab_size})")
+        raise ValueError(f"token id {tokens[bad][0].item()} is outside the vocabulary "
+                         f"[0, {vocab_size})")
 
 # %% ../nbs/07_embeddings.ipynb #a3c3c530
 class Embeddings(nn.Module):
@@ -31,7 +34,8 @@ class Embeddings(nn.Module):
         _check_positive_int('vocab_size', vocab_size); _check_positive_int('d_model', d_model)
         self.vocab_size, self.d_model = vocab_size, d_model
         self.lut = nn.Embedding(vocab_size, d_model)
-        nn.init.normal_(self.lut.weight, std=d_model ** -0.5)  # so that √d_model · E_t has std 1 (see above)
+        # so that √d_model · E_t has std 1 (see above)
+        nn.init.normal_(self.lut.weight, std=d_model ** -0.5)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         check_token_ids(tokens, self.vocab_size)

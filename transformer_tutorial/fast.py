@@ -15,32 +15,44 @@ import torch
 from torch import nn
 
 # %% ../nbs/20_fast.ipynb #287b1a35
-def time_steps(fns: Dict[str, Callable[[], object]], rounds: int = 5, min_run_time: float = 0.2) -> Dict[str, float]:
-    "Median seconds per call of each function in `fns`, over `rounds` interleaved rounds of `torch.utils.benchmark.Timer` on this process's threads."
+def time_steps(fns: Dict[str, Callable[[], object]], rounds: int = 5,
+               min_run_time: float = 0.2) -> Dict[str, float]:
+    """Median seconds per call of each function in `fns`, over `rounds` interleaved rounds of
+    `torch.utils.benchmark.Timer` on this process's threads."""
     from torch.utils.benchmark import Timer
     if not fns: raise ValueError("fns is empty: give at least one function to time")
-    timers = {k: Timer('f()', globals={'f': f}, num_threads=torch.get_num_threads()) for k, f in fns.items()}  # Timer's default: 1 thread
-    for f in fns.values(): f()                        # warm-up: lazy imports, the allocator, first-call caches
+    # Timer's default: 1 thread
+    timers = {
+        k: Timer('f()', globals={'f': f}, num_threads=torch.get_num_threads())
+        for k, f in fns.items()
+    }
+    for f in fns.values(): f()  # warm-up: lazy imports, the allocator, first-call caches
     times = {k: [] for k in fns}
-    for _ in range(rounds):                           # A B C, A B C, ...: load from elsewhere hits every function alike
-        for k, t in timers.items(): times[k].append(t.blocked_autorange(min_run_time=min_run_time).median)
+    for _ in range(rounds):  # A B C, A B C, ...: load from elsewhere hits every function alike
+        for k, t in timers.items():
+            times[k].append(t.blocked_autorange(min_run_time=min_run_time).median)
     return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
 
 # %% ../nbs/20_fast.ipynb #665d3819
 def count_ops(fn: Callable[[], object], device='cpu') -> Counter:
-    "How often `fn()` runs each operator, from `torch.profiler`: the outermost `aten::` operators on the CPU, the GPU kernels on a CUDA `device`."
+    """How often `fn()` runs each operator, from `torch.profiler`: the outermost `aten::`
+    operators on the CPU, the GPU kernels on a CUDA `device`."""
     from torch.profiler import profile, ProfilerActivity
     cuda = torch.device(device).type == 'cuda'
-    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+    with profile(activities=[ProfilerActivity.CPU]
+                 + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
         fn()
         if cuda: torch.cuda.synchronize()
-    if cuda: return Counter(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    return Counter(e.name for e in prof.events()
-                   if e.name.startswith('aten::') and not (e.cpu_parent and e.cpu_parent.name.startswith('aten::')))
+    if cuda:
+        return Counter(e.name for e in prof.events()
+                       if e.device_type == torch.autograd.DeviceType.CUDA)
+    return Counter(e.name for e in prof.events() if e.name.startswith('aten::')
+                   and not (e.cpu_parent and e.cpu_parent.name.startswith('aten::')))
 
 # %% ../nbs/20_fast.ipynb #44eae45f
 def _why(e: BaseException) -> str:
-    "One line on why compiling failed: the compiler's own error rather than dynamo's wrapper around it."
+    """One line on why compiling failed: the compiler's own error rather than dynamo's wrapper
+    around it."""
     inner = getattr(e, 'inner_exception', None) or e
     lines = str(inner).strip().splitlines()
     return f"{type(inner).__name__}: {lines[0][:200] if lines else ''}"
@@ -50,78 +62,111 @@ def _fall_back(why: str, what: str = 'torch.compile fell back to the uncompiled 
     warnings.warn(f"{what}: {why}", RuntimeWarning, stacklevel=3)
 
 def _cxx_compiler() -> Optional[str]:
-    "The C++ compiler inductor would use for CPU code ($CXX, else g++, clang++ or c++ on the PATH), or None."
-    return next((c for c in (os.environ.get('CXX'), 'g++', 'clang++', 'c++') if c and shutil.which(c)), None)
+    """The C++ compiler inductor would use for CPU code ($CXX, else g++, clang++ or c++ on the
+    PATH), or None."""
+    return next(
+        (c for c in (os.environ.get('CXX'), 'g++', 'clang++', 'c++') if c and shutil.which(c)),
+        None)
 
 # %% ../nbs/20_fast.ipynb #b7f18968
 class CompiledModel(nn.Module):
-    "`model` run through its `torch.compile`d version; if compiling fails at a call, one warning says why and `model` runs from then on."
+    """`model` run through its `torch.compile`d version; if compiling fails at a call, one
+    warning says why and `model` runs from then on."""
     def __init__(self, model: nn.Module, compiled: Callable):
         super().__init__()
-        self.model, self.fell_back = model, None           # fell_back: why compiling failed, once it has
-        object.__setattr__(self, 'compiled', compiled)     # not a submodule: the parameters are `model`'s alone
+        self.model, self.fell_back = model, None  # fell_back: why compiling failed, once it has
+        # not a submodule: the parameters are `model`'s alone
+        object.__setattr__(self, 'compiled', compiled)
 
     def forward(self, *args, **kwargs):
         if self.compiled is None: return self.model(*args, **kwargs)
-        try: return self.compiled(*args, **kwargs)         # compiles at the first call (and at each new input shape)
+        # compiles at the first call (and at each new input shape)
+        try: return self.compiled(*args, **kwargs)
         except Exception as e:
-            out = self.model(*args, **kwargs)              # an error of the inputs themselves surfaces here, as without compiling
+            # an error of the inputs themselves surfaces here, as without compiling
+            out = self.model(*args, **kwargs)
             self.compiled, self.fell_back = None, _why(e)
             _fall_back(self.fell_back)
             return out
 
 def compile_model(model: nn.Module, mode: Optional[str] = None, **kwargs) -> nn.Module:
-    "`torch.compile(model, mode=mode, **kwargs)` as a `CompiledModel`, or `model` itself with one warning saying why where compiling is not available."
+    """`torch.compile(model, mode=mode, **kwargs)` as a `CompiledModel`, or `model` itself with
+    one warning saying why where compiling is not available."""
     on_cpu = all(p.device.type == 'cpu' for p in model.parameters())
     if on_cpu and kwargs.get('backend', 'inductor') == 'inductor' and _cxx_compiler() is None:
-        _fall_back("no C++ compiler (g++, clang++ or $CXX) for inductor's CPU code"); return model
-    try: compiled = torch.compile(model, mode=mode, **kwargs)   # an unsupported Python raises here
+        _fall_back("no C++ compiler (g++, clang++ or $CXX) for inductor's CPU code")
+        return model
+    # an unsupported Python raises here
+    try: compiled = torch.compile(model, mode=mode, **kwargs)
     except Exception as e:
         _fall_back(_why(e)); return model
     return CompiledModel(model, compiled)
 
 # %% ../nbs/20_fast.ipynb #c3083dc5
-FAST_COPY = {'lr': 2e-2, 'warmup': 50, 'schedule_steps': 300, 'eval_every': 50}   # train_task's options for the copy and reverse tasks
+# train_task's options for the copy and reverse tasks
+FAST_COPY = {'lr': 2e-2, 'warmup': 50, 'schedule_steps': 300, 'eval_every': 50}
 
 # %% ../nbs/20_fast.ipynb #cd7bd3e5
 def _signature(args):
-    "The shapes, dtypes and devices of tensor arguments: what a recorded CUDA graph was made for."
+    """The shapes, dtypes and devices of tensor arguments: what a recorded CUDA graph was made
+    for."""
     return [(tuple(a.shape), a.dtype, a.device) for a in args]
 
 class _Call(nn.Module):
-    "A module that calls `model` with the arguments it gets: what `make_graphed_callables` records, its parameters `model`'s."
+    """A module that calls `model` with the arguments it gets: what `make_graphed_callables`
+    records, its parameters `model`'s."""
     def __init__(self, model: nn.Module): super().__init__(); self.model = model
     def forward(self, *args): return self.model(*args)
 
 class GraphedModel(nn.Module):
-    "`model` whose training forward and backward passes are recorded once as CUDA graphs for arguments like `example` and replayed at each call (`torch.cuda.make_graphed_callables`); other shapes, and evaluation mode, run `model` itself."
-    def __init__(self, model: nn.Module, example: Sequence[torch.Tensor], autocast_dtype: Optional[torch.dtype] = None):
+    """`model` whose training forward and backward passes are recorded once as CUDA graphs for
+    arguments like `example` and replayed at each call (`torch.cuda.make_graphed_callables`);
+    other shapes, and evaluation mode, run `model` itself."""
+    def __init__(self, model: nn.Module, example: Sequence[torch.Tensor],
+                 autocast_dtype: Optional[torch.dtype] = None):
         super().__init__()
-        if not all(torch.is_tensor(t) and t.is_cuda for t in example) or not all(p.is_cuda for p in model.parameters()):
-            raise ValueError("CUDA graphs need a CUDA GPU: move the model and the example arguments to one (model.to('cuda')), "
+        if not all(torch.is_tensor(t) and t.is_cuda for t in example) or not all(
+            p.is_cuda for p in model.parameters()
+        ):
+            raise ValueError("CUDA graphs need a CUDA GPU: move the model and the example "
+                             "arguments to one (model.to('cuda')), "
                              "or train without graphs")
-        self.model, self.signature = model.train(), _signature(example)   # the training pass is the one recorded
-        amp = torch.autocast('cuda', dtype=autocast_dtype, cache_enabled=False) if autocast_dtype else nullcontext()
-        with amp: graphed = torch.cuda.make_graphed_callables(_Call(model), tuple(example))  # autocast's cache must be off here
-        object.__setattr__(self, 'graphed', graphed)   # not a submodule: the parameters are `model`'s alone
+        # the training pass is the one recorded
+        self.model, self.signature = model.train(), _signature(example)
+        amp = torch.autocast('cuda', dtype=autocast_dtype,
+                             cache_enabled=False) if autocast_dtype else nullcontext()
+        # autocast's cache must be off here
+        with amp: graphed = torch.cuda.make_graphed_callables(_Call(model), tuple(example))
+        # not a submodule: the parameters are `model`'s alone
+        object.__setattr__(self, 'graphed', graphed)
 
     def forward(self, *args):
-        if self.training and _signature(args) == self.signature: return self.graphed(*args)   # replay: forward now, backward later
+        # replay: forward now, backward later
+        if self.training and _signature(args) == self.signature: return self.graphed(*args)
         return self.model(*args)
 
 def graph_model(model: nn.Module, batch, precision=None) -> nn.Module:
-    "A `GraphedModel` of `model` recorded on the arguments `batch` (a `Batch` or `LMBatch` on the model's device) passes it, under `precision`'s autocast; where recording fails, one warning and `model` itself."
+    """A `GraphedModel` of `model` recorded on the arguments `batch` (a `Batch` or `LMBatch` on
+    the model's device) passes it, under `precision`'s autocast; where recording fails, one
+    warning and `model` itself."""
     example = batch.logits(lambda *args: args)   # the arguments the batch gives a model
     amp = precision[0] if precision else None
-    try: return GraphedModel(model, example, amp.fast_dtype if isinstance(amp, torch.autocast) else None)
+    try:
+        return GraphedModel(model, example,
+                            amp.fast_dtype if isinstance(amp, torch.autocast) else None)
     except Exception as e:
         _fall_back(_why(e), 'CUDA graphs fell back to the plain model')
         return model
 
 @contextmanager
 def quiet_graph_warnings():
-    "Within the block, hide two warnings PyTorch 2.11 prints once about a graphed step, which change nothing here (the graphed step equals the plain one, tested): the parameters' gradient accumulators were made on the recording's side stream, and cuBLAS found no current CUDA context on a backward thread and set the primary one."
+    """Within the block, hide two warnings PyTorch 2.11 prints once about a graphed step, which
+    change nothing here (the graphed step equals the plain one, tested): the parameters'
+    gradient accumulators were made on the recording's side stream, and cuBLAS found no current
+    CUDA context on a backward thread and set the primary one."""
     with warnings.catch_warnings():
-        warnings.filterwarnings('ignore', message="The AccumulateGrad node's stream does not match")
-        warnings.filterwarnings('ignore', message='Attempting to run cuBLAS, but there was no current CUDA context')
+        warnings.filterwarnings('ignore', message="The AccumulateGrad node's "
+                                                  "stream does not match")
+        warnings.filterwarnings('ignore', message='Attempting to run cuBLAS, but there was no '
+                                                  'current CUDA context')
         yield

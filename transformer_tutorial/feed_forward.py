@@ -13,15 +13,21 @@ from torch import nn
 from .validation import _check_width
 
 # %% ../nbs/04_feed_forward.ipynb #86f7e139
-ACTIVATIONS = {'relu': F.relu, 'gelu': F.gelu, 'gelu_tanh': partial(F.gelu, approximate='tanh'), 'silu': F.silu}
+ACTIVATIONS = {'relu': F.relu, 'gelu': F.gelu, 'gelu_tanh': partial(F.gelu, approximate='tanh'),
+               'silu': F.silu}
 
 class PositionwiseFeedForward(nn.Module):
-    "FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position alone; `activation` swaps the ReLU for another of `ACTIVATIONS`, `bias=False` drops b1 and b2."
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = 'relu', bias: bool = True):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position alone; `activation` swaps
+    the ReLU for another of `ACTIVATIONS`, `bias=False` drops b1 and b2."""
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = 'relu',
+                 bias: bool = True):
         super().__init__()
-        if activation not in ACTIVATIONS: raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
+                             f"got {activation!r}")
         self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
-        self.w_1, self.w_2 = nn.Linear(d_model, d_ff, bias=bias), nn.Linear(d_ff, d_model, bias=bias)
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff,
+                                       bias=bias), nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

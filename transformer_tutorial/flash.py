@@ -15,30 +15,38 @@ from .validation import _check_mask, _check_positive_int
 
 # %% ../nbs/19_flash_attention.ipynb #c436ad1d
 def online_softmax(x: torch.Tensor, block: int = 4) -> torch.Tensor:
-    "Softmax over the last axis of `x`, its maximum and normalizer found reading `block` entries at a time (a running max and a running sum)."
-    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype, device=x.device)   # the maximum so far
-    l = torch.zeros_like(m)                                                  # the sum so far of exp(x - m)
+    """Softmax over the last axis of `x`, its maximum and normalizer found reading `block`
+    entries at a time (a running max and a running sum)."""
+    # the maximum so far
+    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype, device=x.device)
+    l = torch.zeros_like(m)  # the sum so far of exp(x - m)
     for j in range(0, x.size(-1), block):
         xb = x[..., j:j + block]
         m_new = torch.maximum(m, xb.amax(-1))
-        safe = m_new.masked_fill(m_new == -math.inf, 0.0)                    # only -inf so far: exp(-inf - 0) = 0, not exp(nan)
+        # only -inf so far: exp(-inf - 0) = 0, not exp(nan)
+        safe = m_new.masked_fill(m_new == -math.inf, 0.0)
         l = l * torch.exp(m - safe) + torch.exp(xb - safe[..., None]).sum(-1)
         m = m_new
     return torch.exp(x - m[..., None]) / l[..., None]
 
 # %% ../nbs/19_flash_attention.ipynb #7e67766e
 def _tiles(q, k, mask, causal, block_q, block_k):
-    "The (query slice, key slice, scores mask or None) of every tile that has a key a query may read; causal: key j <= query i."
+    """The (query slice, key slice, scores mask or None) of every tile that has a key a query
+    may read; causal: key j <= query i."""
     Lq, Lk = q.size(-2), k.size(-2)
     for i in range(0, Lq, block_q):
         qs = slice(i, min(i + block_q, Lq))
         for j in range(0, Lk, block_k):
-            if causal and j > qs.stop - 1: break                       # every later key is in the future of every query here
+            # every later key is in the future of every query here
+            if causal and j > qs.stop - 1: break
             ks = slice(j, min(j + block_k, Lk))
             allowed = None
             if mask is not None: allowed = mask[..., qs, ks]
-            if causal and ks.stop - 1 > qs.start:                       # the tile crosses the diagonal
-                future = torch.arange(ks.start, ks.stop, device=q.device)[None] > torch.arange(qs.start, qs.stop, device=q.device)[:, None]
+            if causal and ks.stop - 1 > qs.start:  # the tile crosses the diagonal
+                future = (
+                    torch.arange(ks.start, ks.stop, device=q.device)[None]
+                    > torch.arange(qs.start, qs.stop, device=q.device)[:, None]
+                )
                 allowed = ~future if allowed is None else allowed & ~future
             yield qs, ks, allowed
 
@@ -48,42 +56,53 @@ def _scores(q, k, allowed, scale):
     return s if allowed is None else s.masked_fill(~allowed, -math.inf)
 
 def _kept(dropout, qs, ks, lead, device):
-    "The dropout of one tile as a factor: 0 where a weight is dropped, 1/(1-p) where kept; drawn from the tile's own seed, so the backward pass draws it again."
+    """The dropout of one tile as a factor: 0 where a weight is dropped, 1/(1-p) where kept;
+    drawn from the tile's own seed, so the backward pass draws it again."""
     p, seed = dropout
     g = torch.Generator(device=device).manual_seed(seed + 1_000_003 * qs.start + ks.start)
-    keep = torch.rand(*lead, qs.stop - qs.start, ks.stop - ks.start, generator=g, device=device) >= p   # (..., bq, bk)
+    # (..., bq, bk)
+    keep = torch.rand(*lead, qs.stop - qs.start, ks.stop - ks.start, generator=g,
+                      device=device) >= p
     return keep / (1 - p)
 
 def _flash_forward(q, k, v, mask, causal, block_q, block_k, dropout=None):
-    "Output (..., Lq, d_v) and log-sum-exp (..., Lq) of attention, tile by tile; `dropout` = (p, seed) or None."
+    """Output (..., Lq, d_v) and log-sum-exp (..., Lq) of attention, tile by tile; `dropout` =
+    (p, seed) or None."""
     scale = q.size(-1) ** -0.5
     out = q.new_zeros(*q.shape[:-1], v.size(-1))
-    m = q.new_full(q.shape[:-1], -math.inf)                             # (..., Lq): running maximum
-    l = q.new_zeros(q.shape[:-1])                                       # (..., Lq): running sum
+    m = q.new_full(q.shape[:-1], -math.inf)  # (..., Lq): running maximum
+    l = q.new_zeros(q.shape[:-1])            # (..., Lq): running sum
     for qs, ks, allowed in _tiles(q, k, mask, causal, block_q, block_k):
-        s = _scores(q[..., qs, :], k[..., ks, :], allowed, scale)       # (..., bq, bk): the only scores that exist
+        # (..., bq, bk): the only scores that exist
+        s = _scores(q[..., qs, :], k[..., ks, :], allowed, scale)
         m_new = torch.maximum(m[..., qs], s.amax(-1))
-        safe = m_new.masked_fill(m_new == -math.inf, 0.0)               # a query with nothing to read yet: exp(-inf) = 0, no NaN
+        # a query with nothing to read yet: exp(-inf) = 0, no NaN
+        safe = m_new.masked_fill(m_new == -math.inf, 0.0)
         p = torch.exp(s - safe[..., None])
         rescale = torch.exp(m[..., qs] - safe)
-        l[..., qs] = l[..., qs] * rescale + p.sum(-1)                   # the normalizer counts every weight, dropped or not
+        # the normalizer counts every weight, dropped or not
+        l[..., qs] = l[..., qs] * rescale + p.sum(-1)
         if dropout: p = p * _kept(dropout, qs, ks, q.shape[:-2], q.device)
         out[..., qs, :] = out[..., qs, :] * rescale[..., None] + p @ v[..., ks, :]
         m[..., qs] = m_new
-    read = l > 0                                                        # False: every key of that query was masked
-    out = torch.where(read[..., None], out / l.clamp(min=torch.finfo(l.dtype).tiny)[..., None], 0.0)
+    read = l > 0  # False: every key of that query was masked
+    out = torch.where(read[..., None], out / l.clamp(min=torch.finfo(l.dtype).tiny)[..., None],
+                      0.0)
     lse = torch.where(read, m + torch.log(l.clamp(min=torch.finfo(l.dtype).tiny)), -math.inf)
     return out, lse
 
 def _flash_backward(q, k, v, out, lse, d_out, mask, causal, block_q, block_k, dropout=None):
-    "Gradients of q, k, v, each tile's weights (and dropout) recomputed from the saved log-sum-exp (and seed)."
+    """Gradients of q, k, v, each tile's weights (and dropout) recomputed from the saved
+    log-sum-exp (and seed)."""
     scale = q.size(-1) ** -0.5
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     D = (d_out * out).sum(-1)                                           # (..., Lq)
-    safe_lse = lse.masked_fill(lse == -math.inf, math.inf)              # a query that read nothing: P = exp(-inf) = 0
+    # a query that read nothing: P = exp(-inf) = 0
+    safe_lse = lse.masked_fill(lse == -math.inf, math.inf)
     for qs, ks, allowed in _tiles(q, k, mask, causal, block_q, block_k):
         qi, kj, vj, do = q[..., qs, :], k[..., ks, :], v[..., ks, :], d_out[..., qs, :]
-        p = torch.exp(_scores(qi, kj, allowed, scale) - safe_lse[..., qs, None])   # (..., bq, bk)
+        # (..., bq, bk)
+        p = torch.exp(_scores(qi, kj, allowed, scale) - safe_lse[..., qs, None])
         dp = do @ vj.transpose(-2, -1)                                  # (..., bq, bk)
         if dropout:
             kept = _kept(dropout, qs, ks, q.shape[:-2], q.device)
@@ -97,56 +116,75 @@ def _flash_backward(q, k, v, out, lse, d_out, mask, causal, block_q, block_k, dr
 
 # %% ../nbs/19_flash_attention.ipynb #badd3c68
 class FlashAttention(torch.autograd.Function):
-    "Tiled attention whose backward pass recomputes the weights from the saved log-sum-exp: no (Lq, Lk) tensor is kept for it."
+    """Tiled attention whose backward pass recomputes the weights from the saved log-sum-exp: no
+    (Lq, Lk) tensor is kept for it."""
     @staticmethod
     def forward(ctx, q, k, v, mask, causal, block_q, block_k, dropout):
         out, lse = _flash_forward(q, k, v, mask, causal, block_q, block_k, dropout)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.mask, ctx.causal, ctx.blocks, ctx.dropout = mask, causal, (block_q, block_k), dropout
+        ctx.mask, ctx.causal, ctx.blocks, ctx.dropout = mask, causal, (block_q,
+                                                                       block_k), dropout
         return out
 
     @staticmethod
     def backward(ctx, d_out):
         q, k, v, out, lse = ctx.saved_tensors
-        grads = _flash_backward(q, k, v, out, lse, d_out, ctx.mask, ctx.causal, *ctx.blocks, ctx.dropout)
+        grads = _flash_backward(q, k, v, out, lse, d_out, ctx.mask, ctx.causal, *ctx.blocks,
+                                ctx.dropout)
         return (*grads, None, None, None, None, None)
 
 def _check_flash_inputs(q, k, v, mask, block_q, block_k, dropout_p):
-    "Raise a clear error, naming the argument, unless q, k, v, mask, the blocks and the dropout rate fit together; returns the mask as a view of the scores' shape."
+    """Raise a clear error, naming the argument, unless q, k, v, mask, the blocks and the
+    dropout rate fit together; returns the mask as a view of the scores' shape."""
     _check_attention_inputs(q, k, v)
     if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
-        raise ValueError(f"q, k and v must share their leading (batch, head) dimensions, got {tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}")
-    if not q.dtype == k.dtype == v.dtype: raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+        raise ValueError("q, k and v must share their leading (batch, head) dimensions, got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, "
+                        f"{k.dtype} and {v.dtype}")
     devices = [t.device for t in (q, k, v, mask) if t is not None]
     if len(set(devices)) > 1:
-        raise ValueError(f"{'q, k, v and mask' if mask is not None else 'q, k and v'} must be on one device, got {', '.join(map(str, devices))}")
+        raise ValueError(f"{'q, k, v and mask' if mask is not None else 'q, k and v'} must be "
+                         f"on one device, got {', '.join(map(str, devices))}")
     for name, b in (('block_q', block_q), ('block_k', block_k)): _check_positive_int(name, b)
-    if not (isinstance(dropout_p, (int, float)) and 0 <= dropout_p < 1): raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
+    if not (isinstance(dropout_p, (int, float)) and 0 <= dropout_p < 1):
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
     if mask is None: return None
     _check_mask(mask, (*q.shape[:-1], k.size(-2)))
-    return mask.expand(*q.shape[:-1], k.size(-2))                       # a view: nothing is copied
+    return mask.expand(*q.shape[:-1], k.size(-2))  # a view: nothing is copied
 
-def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor] = None, causal: bool = False,
-                    dropout_p: float = 0.0, seed: Optional[int] = None, block_q: int = 64, block_k: int = 64) -> torch.Tensor:
-    "softmax(Q Kᵀ / √d) V (..., Lq, d_v) a tile of (`block_q`, `block_k`) scores at a time; `mask` boolean, True = may attend; `causal`: query i reads keys 0..i; `dropout_p` drops weights (one `seed`, one mask)."
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    mask: Optional[torch.Tensor] = None, causal: bool = False,
+                    dropout_p: float = 0.0, seed: Optional[int] = None, block_q: int = 64,
+                    block_k: int = 64) -> torch.Tensor:
+    """softmax(Q Kᵀ / √d) V (..., Lq, d_v) a tile of (`block_q`, `block_k`) scores at a time;
+    `mask` boolean, True = may attend; `causal`: query i reads keys 0..i; `dropout_p` drops
+    weights (one `seed`, one mask)."""
     mask = _check_flash_inputs(q, k, v, mask, block_q, block_k, dropout_p)
     dropout = None
-    if dropout_p > 0:   # without a seed, draw one from torch's generator, as nn.Dropout draws its mask from it
+    if dropout_p > 0:
+        # without a seed, draw one from torch's generator, as nn.Dropout draws its mask from it
         dropout = (dropout_p, int(torch.randint(2**62, ())) if seed is None else seed)
     return FlashAttention.apply(q, k, v, mask, causal, block_q, block_k, dropout)
 
-def flash_dropout_mask(q: torch.Tensor, k: torch.Tensor, dropout_p: float, seed: int, block_q: int = 64, block_k: int = 64) -> torch.Tensor:
-    "The dropout factors (0 or 1/(1-p), shape (..., Lq, Lk)) that `flash_attention` with this seed and these blocks applies: for checking it, small sizes only."
+def flash_dropout_mask(q: torch.Tensor, k: torch.Tensor, dropout_p: float, seed: int,
+                       block_q: int = 64, block_k: int = 64) -> torch.Tensor:
+    """The dropout factors (0 or 1/(1-p), shape (..., Lq, Lk)) that `flash_attention` with this
+    seed and these blocks applies: for checking it, small sizes only."""
     full = q.new_zeros(*q.shape[:-1], k.size(-2))
-    for qs, ks, _ in _tiles(q, k, None, False, block_q, block_k): full[..., qs, ks] = _kept((dropout_p, seed), qs, ks, q.shape[:-2], q.device)
+    for qs, ks, _ in _tiles(q, k, None, False, block_q, block_k):
+        full[..., qs, ks] = _kept((dropout_p, seed), qs, ks, q.shape[:-2], q.device)
     return full
 
 # %% ../nbs/19_flash_attention.ipynb #e41c8877
 class LargestTensor(TorchDispatchMode):
-    "Within the block, `.bytes` is the memory behind the largest tensor any PyTorch operation returns (a view counts its storage once)."
+    """Within the block, `.bytes` is the memory behind the largest tensor any PyTorch operation
+    returns (a view counts its storage once)."""
     def __init__(self): super().__init__(); self.bytes = 0
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in (out if isinstance(out, (tuple, list)) else [out]):
-            if isinstance(t, torch.Tensor): self.bytes = max(self.bytes, t.untyped_storage().nbytes())
+            if isinstance(t, torch.Tensor):
+                self.bytes = max(self.bytes, t.untyped_storage().nbytes())
         return out

@@ -13,60 +13,78 @@ try:
     import triton
     import triton.language as tl
     from triton.runtime.interpreter import InterpretedFunction
-except ImportError:   # optional: Triton comes with PyTorch's CUDA builds on Linux, elsewhere it is one pip install away
-    raise ImportError("transformer_tutorial.flash_triton needs Triton: pip install triton (or pip install 'transformer_tutorial[triton]')") from None
+except ImportError:
+    # optional: Triton comes with PyTorch's CUDA builds on Linux, elsewhere it is one pip
+    # install away
+    raise ImportError("transformer_tutorial.flash_triton needs Triton: pip install triton (or "
+                      "pip install 'transformer_tutorial[triton]')") from None
 from .flash import _check_flash_inputs
 
 # %% ../nbs/19a_flash_triton.ipynb #bdfc19cb
 @triton.jit
 def _block(PTR, s_pos, s_feat, pos, feats, L, d):
-    "The (positions, features) block of an (L, d) matrix at PTR with strides (s_pos, s_feat); zeros past its ends."
-    return tl.load(PTR + pos[:, None] * s_pos + feats[None, :] * s_feat, mask=(pos[:, None] < L) & (feats[None, :] < d), other=0.0)
+    """The (positions, features) block of an (L, d) matrix at PTR with strides (s_pos, s_feat);
+    zeros past its ends."""
+    return tl.load(PTR + pos[:, None] * s_pos + feats[None, :] * s_feat,
+                   mask=(pos[:, None] < L) & (feats[None, :] < d), other=0.0)
 
 @triton.jit
 def _store_block(PTR, s_pos, s_feat, pos, feats, L, d, x):
-    "Write the block `x` where `_block` reads it, in the dtype of PTR, nothing past the matrix's ends."
-    tl.store(PTR + pos[:, None] * s_pos + feats[None, :] * s_feat, x.to(PTR.dtype.element_ty), mask=(pos[:, None] < L) & (feats[None, :] < d))
+    """Write the block `x` where `_block` reads it, in the dtype of PTR, nothing past the
+    matrix's ends."""
+    tl.store(PTR + pos[:, None] * s_pos + feats[None, :] * s_feat, x.to(PTR.dtype.element_ty),
+             mask=(pos[:, None] < L) & (feats[None, :] < d))
 
 @triton.jit
-def _allowed(MASK, sm_m, sm_n, rows, cols, Lq, Lk, HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr):
-    "The (rows, cols) block of which query may read which key: both in range, no key after the query (CAUSAL), the mask's True."
+def _allowed(MASK, sm_m, sm_n, rows, cols, Lq, Lk, HAS_MASK: tl.constexpr,
+             CAUSAL: tl.constexpr):
+    """The (rows, cols) block of which query may read which key: both in range, no key after the
+    query (CAUSAL), the mask's True."""
     allowed = (rows[:, None] < Lq) & (cols[None, :] < Lk)
     if CAUSAL: allowed = allowed & (cols[None, :] <= rows[:, None])
-    if HAS_MASK: allowed = allowed & (tl.load(MASK + rows[:, None] * sm_m + cols[None, :] * sm_n, mask=allowed, other=0) != 0)
+    if HAS_MASK:
+        allowed = allowed & (
+            tl.load(MASK + rows[:, None] * sm_m + cols[None, :] * sm_n, mask=allowed, other=0)
+            != 0
+        )
     return allowed
 
 @triton.jit
-def _forward_kernel(Q, K, V, MASK, OUT, LSE,
-                    sq_b, sq_h, sq_m, sq_d, sk_b, sk_h, sk_n, sk_d, sv_b, sv_h, sv_n, sv_d,
-                    sm_b, sm_h, sm_m, sm_n, so_b, so_h, so_m, so_d, sl_b, sl_h, sl_m,
-                    H, Lq, Lk, d, dv, scale,
-                    HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+def _forward_kernel(Q, K, V, MASK, OUT, LSE, sq_b, sq_h, sq_m, sq_d, sk_b, sk_h, sk_n, sk_d,
+                    sv_b, sv_h, sv_n, sv_d, sm_b, sm_h, sm_m, sm_n, so_b, so_h, so_m, so_d,
+                    sl_b, sl_h, sl_m, H, Lq, Lk, d, dv, scale, HAS_MASK: tl.constexpr,
+                    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     D: tl.constexpr, DV: tl.constexpr):
-    "One program: BLOCK_M queries of one (batch, head) read every tile of keys they may read, with a running max and sum."
+    """One program: BLOCK_M queries of one (batch, head) read every tile of keys they may read,
+    with a running max and sum."""
     b, h = tl.program_id(0) // H, tl.program_id(0) % H
-    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)          # (BLOCK_M,) query positions
+    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query positions
     feats, vfeats = tl.arange(0, D), tl.arange(0, DV)
-    q = _block(Q + b * sq_b + h * sq_h, sq_m, sq_d, rows, feats, Lq, d)                 # (BLOCK_M, D)
-    m = tl.full([BLOCK_M], float('-inf'), tl.float32)                 # running maximum
-    l = tl.zeros([BLOCK_M], tl.float32)                                # running sum
-    acc = tl.zeros([BLOCK_M, DV], tl.float32)                          # unnormalized output
+    q = _block(Q + b * sq_b + h * sq_h, sq_m, sq_d, rows, feats, Lq, d)  # (BLOCK_M, D)
+    m = tl.full([BLOCK_M], float('-inf'), tl.float32)                    # running maximum
+    l = tl.zeros([BLOCK_M], tl.float32)                                  # running sum
+    acc = tl.zeros([BLOCK_M, DV], tl.float32)                            # unnormalized output
     end = Lk
-    if CAUSAL: end = tl.minimum(Lk, (tl.program_id(1) + 1) * BLOCK_M)  # no key block after the diagonal
+    # no key block after the diagonal
+    if CAUSAL: end = tl.minimum(Lk, (tl.program_id(1) + 1) * BLOCK_M)
     for start in range(0, end, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)                           # (BLOCK_N,) key positions
-        kj = _block(K + b * sk_b + h * sk_h, sk_n, sk_d, cols, feats, Lk, d)            # (BLOCK_N, D)
-        s = tl.dot(q, tl.trans(kj), input_precision='ieee') * scale   # (BLOCK_M, BLOCK_N) scores, float32
-        s = tl.where(_allowed(MASK + b * sm_b + h * sm_h, sm_m, sm_n, rows, cols, Lq, Lk, HAS_MASK, CAUSAL), s, float('-inf'))
+        cols = start + tl.arange(0, BLOCK_N)  # (BLOCK_N,) key positions
+        kj = _block(K + b * sk_b + h * sk_h, sk_n, sk_d, cols, feats, Lk, d)  # (BLOCK_N, D)
+        # (BLOCK_M, BLOCK_N) scores, float32
+        s = tl.dot(q, tl.trans(kj), input_precision='ieee') * scale
+        s = tl.where(
+            _allowed(MASK + b * sm_b + h * sm_h, sm_m, sm_n, rows, cols, Lq, Lk, HAS_MASK,
+                     CAUSAL), s, float('-inf'))
         m_new = tl.maximum(m, tl.max(s, 1))
-        safe = tl.where(m_new == float('-inf'), 0.0, m_new)            # nothing readable yet: exp(-inf) = 0, no NaN
+        # nothing readable yet: exp(-inf) = 0, no NaN
+        safe = tl.where(m_new == float('-inf'), 0.0, m_new)
         p = tl.exp(s - safe[:, None])                                  # (BLOCK_M, BLOCK_N)
         rescale = tl.exp(m - safe)
         l = l * rescale + tl.sum(p, 1)
-        vj = _block(V + b * sv_b + h * sv_h, sv_n, sv_d, cols, vfeats, Lk, dv)          # (BLOCK_N, DV)
+        vj = _block(V + b * sv_b + h * sv_h, sv_n, sv_d, cols, vfeats, Lk, dv)  # (BLOCK_N, DV)
         acc = acc * rescale[:, None] + tl.dot(p.to(vj.dtype), vj, input_precision='ieee')
         m = m_new
-    read = l > 0                                                       # False: every key of that query was masked
+    read = l > 0  # False: every key of that query was masked
     out = tl.where(read[:, None], acc / tl.where(read, l, 1.0)[:, None], 0.0)
     lse = tl.where(read, m + tl.log(tl.where(read, l, 1.0)), float('-inf'))
     _store_block(OUT + b * so_b + h * so_h, so_m, so_d, rows, vfeats, Lq, dv, out)
@@ -77,18 +95,21 @@ MAX_HEAD_DIM = 128
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 def _interpreted() -> bool:
-    "Whether Triton's interpreter runs the kernel, on CPU tensors: TRITON_INTERPRET=1 was set before triton was first imported."
+    """Whether Triton's interpreter runs the kernel, on CPU tensors: TRITON_INTERPRET=1 was set
+    before triton was first imported."""
     return all(isinstance(f, InterpretedFunction) for f in (_forward_kernel, tl.sum))
 
 def kernel_unavailable(device) -> Optional[str]:
     "Why the kernel cannot run on tensors on `device` here, or None when it can."
     if torch.device(device).type != 'cpu': return None
     if not _interpreted():
-        return ("it got CPU tensors: move q, k and v to a GPU, or set the environment variable TRITON_INTERPRET=1 "
+        return ("it got CPU tensors: move q, k and v to a GPU, or set the environment variable "
+                "TRITON_INTERPRET=1 "
                 "before triton is first imported to run it in Triton's interpreter")
     import numpy
     if _version(triton.__version__) < (3, 2) and _version(numpy.__version__) >= (2,):
-        return (f"the interpreter of Triton {triton.__version__} computes wrong results with NumPy {numpy.__version__} "
+        return (f"the interpreter of Triton {triton.__version__} computes wrong results with "
+                f"NumPy {numpy.__version__} "
                 "(Triton 3.0 and 3.1 do with NumPy 2): install triton>=3.2, or numpy<2")
     return None
 
@@ -101,16 +122,25 @@ def _width(n):
     return max(16, triton.next_power_of_2(n))
 
 def _check_triton_inputs(q, v, block_q, block_k):
-    "Raise a clear error unless the kernel supports these inputs' shape, dtype, head widths, device and these blocks."
-    if q.dim() != 4: raise ValueError(f"q, k and v must be (B, H, L, d_head) for the Triton kernel, got q of shape {tuple(q.shape)}")
+    """Raise a clear error unless the kernel supports these inputs' shape, dtype, head widths,
+    device and these blocks."""
+    if q.dim() != 4:
+        raise ValueError("q, k and v must be (B, H, L, d_head) for the Triton kernel, got q "
+                         f"of shape {tuple(q.shape)}")
     if q.dtype not in DTYPES:
-        raise TypeError(f"the Triton kernel takes float16, bfloat16 or float32 inputs, got {q.dtype}; flash_attention (PyTorch) takes any")
+        raise TypeError("the Triton kernel takes float16, bfloat16 or float32 inputs, got "
+                        f"{q.dtype}; flash_attention (PyTorch) takes any")
     for name, n in (('d_head of q and k', q.size(-1)), ('d_head of v', v.size(-1))):
-        if n > MAX_HEAD_DIM: raise ValueError(f"the Triton kernel supports head dimensions up to {MAX_HEAD_DIM}, got {name} = {n}")
+        if n > MAX_HEAD_DIM:
+            raise ValueError("the Triton kernel supports head dimensions up to "
+                             f"{MAX_HEAD_DIM}, got {name} = {n}")
     for name, b in (('block_q', block_q), ('block_k', block_k)):
-        if b < 16 or b & (b - 1): raise ValueError(f"{name} must be a power of two of at least 16 for the Triton kernel, got {b}")
+        if b < 16 or b & (b - 1):
+            raise ValueError(f"{name} must be a power of two of at least 16 for the "
+                             f"Triton kernel, got {b}")
     if _interpreted() and q.dtype == torch.bfloat16:
-        raise TypeError("Triton's interpreter multiplies bfloat16 blocks wrongly (tl.dot): use float16 or float32 inputs there, bfloat16 on a GPU")
+        raise TypeError("Triton's interpreter multiplies bfloat16 blocks wrongly (tl.dot): use "
+                        "float16 or float32 inputs there, bfloat16 on a GPU")
     problem = kernel_unavailable(q.device)
     if problem: raise RuntimeError(f"the Triton kernel cannot run here: {problem}")
 
@@ -121,51 +151,61 @@ def _triton_forward(q, k, v, mask, causal, block_q, block_k):
     out = q.new_empty(B, H, Lq, dv)
     lse = torch.empty(B, H, Lq, dtype=torch.float32, device=q.device)
     may, sizes, settings = _arguments(q, k, v, mask, out, lse, causal, block_q, block_k)
-    _forward_kernel[(B * H, triton.cdiv(Lq, block_q))](q, k, v, may, out, lse, *sizes, **settings)
+    _forward_kernel[(B * H, triton.cdiv(Lq, block_q))](
+        q, k, v, may, out, lse, *sizes, **settings
+    )
     return out, lse
 
 def _arguments(q, k, v, mask, out, lse, causal, block_q, block_k):
-    "What every kernel takes besides its tensors: the mask as bytes (a broadcast keeps its zero strides), the strides and sizes, the settings."
-    may = mask.view(torch.uint8) if mask is not None else q.new_empty(0, dtype=torch.uint8)   # True = 1
+    """What every kernel takes besides its tensors: the mask as bytes (a broadcast keeps its
+    zero strides), the strides and sizes, the settings."""
+    # True = 1
+    may = mask.view(torch.uint8) if mask is not None else q.new_empty(0, dtype=torch.uint8)
     B, H, Lq, d = q.shape
     Lk, dv = k.size(-2), v.size(-1)
-    sizes = (*q.stride(), *k.stride(), *v.stride(), *(may.stride() if mask is not None else (0, 0, 0, 0)), *out.stride(), *lse.stride(),
-             H, Lq, Lk, d, dv, d ** -0.5)
-    return may, sizes, dict(HAS_MASK=mask is not None, CAUSAL=causal, BLOCK_M=block_q, BLOCK_N=block_k, D=_width(d), DV=_width(dv))
+    sizes = (*q.stride(), *k.stride(), *v.stride(), *(may.stride() if mask is not None else
+                                                      (0, 0, 0, 0)), *out.stride(),
+             *lse.stride(), H, Lq, Lk, d, dv, d**-0.5)
+    return may, sizes, dict(HAS_MASK=mask is not None, CAUSAL=causal, BLOCK_M=block_q,
+                            BLOCK_N=block_k, D=_width(d), DV=_width(dv))
 
 # %% ../nbs/19a_flash_triton.ipynb #b80958c3
 @triton.jit
 def _tile_grads(q, kj, vj, do, lse, delta, allowed, scale):
-    "A tile's weights P, recomputed from the log-sum-exp, and dS = P ∘ (dO Vᵀ - D); 0 where a key may not be read."
+    """A tile's weights P, recomputed from the log-sum-exp, and dS = P ∘ (dO Vᵀ - D); 0 where a
+    key may not be read."""
     s = tl.dot(q, tl.trans(kj), input_precision='ieee') * scale       # (BLOCK_M, BLOCK_N)
     p = tl.where(allowed, tl.exp(s - tl.where(lse == float('-inf'), 0.0, lse)[:, None]), 0.0)
     dp = tl.dot(do, tl.trans(vj), input_precision='ieee')             # (BLOCK_M, BLOCK_N)
     return p, p * (dp - delta[:, None])
 
 @triton.jit
-def _backward_dk_dv_kernel(Q, K, V, MASK, DO, LSE, DELTA, GRAD_K, GRAD_V,
-                           sq_b, sq_h, sq_m, sq_d, sk_b, sk_h, sk_n, sk_d, sv_b, sv_h, sv_n, sv_d,
-                           sm_b, sm_h, sm_m, sm_n, so_b, so_h, so_m, so_d, sl_b, sl_h, sl_m,
-                           H, Lq, Lk, d, dv, scale,
-                           HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                           D: tl.constexpr, DV: tl.constexpr):
-    "One program: the gradients of BLOCK_N keys and values of one (batch, head), summed over every block of queries that reads them."
+def _backward_dk_dv_kernel(Q, K, V, MASK, DO, LSE, DELTA, GRAD_K, GRAD_V, sq_b, sq_h, sq_m,
+                           sq_d, sk_b, sk_h, sk_n, sk_d, sv_b, sv_h, sv_n, sv_d, sm_b, sm_h,
+                           sm_m, sm_n, so_b, so_h, so_m, so_d, sl_b, sl_h, sl_m, H, Lq, Lk, d,
+                           dv, scale, HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+                           DV: tl.constexpr):
+    """One program: the gradients of BLOCK_N keys and values of one (batch, head), summed over
+    every block of queries that reads them."""
     b, h = tl.program_id(0) // H, tl.program_id(0) % H
-    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)          # (BLOCK_N,) key positions
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,) key positions
     feats, vfeats = tl.arange(0, D), tl.arange(0, DV)
-    kj = _block(K + b * sk_b + h * sk_h, sk_n, sk_d, cols, feats, Lk, d)                # (BLOCK_N, D)
-    vj = _block(V + b * sv_b + h * sv_h, sv_n, sv_d, cols, vfeats, Lk, dv)              # (BLOCK_N, DV)
+    kj = _block(K + b * sk_b + h * sk_h, sk_n, sk_d, cols, feats, Lk, d)    # (BLOCK_N, D)
+    vj = _block(V + b * sv_b + h * sv_h, sv_n, sv_d, cols, vfeats, Lk, dv)  # (BLOCK_N, DV)
     dk = tl.zeros([BLOCK_N, D], tl.float32)
     dv_acc = tl.zeros([BLOCK_N, DV], tl.float32)
     first = 0
-    if CAUSAL: first = (tl.program_id(1) * BLOCK_N) // BLOCK_M * BLOCK_M   # earlier queries read none of these keys
+    # earlier queries read none of these keys
+    if CAUSAL: first = (tl.program_id(1) * BLOCK_N) // BLOCK_M * BLOCK_M
     for start in range(first, Lq, BLOCK_M):
-        rows = start + tl.arange(0, BLOCK_M)                           # (BLOCK_M,) query positions
-        q = _block(Q + b * sq_b + h * sq_h, sq_m, sq_d, rows, feats, Lq, d)             # (BLOCK_M, D)
-        do = _block(DO + b * so_b + h * so_h, so_m, so_d, rows, vfeats, Lq, dv)         # (BLOCK_M, DV)
+        rows = start + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query positions
+        q = _block(Q + b * sq_b + h * sq_h, sq_m, sq_d, rows, feats, Lq, d)  # (BLOCK_M, D)
+        do = _block(DO + b * so_b + h * so_h, so_m, so_d, rows, vfeats, Lq, dv)  # (BLOCK_M, DV)
         lse = tl.load(LSE + b * sl_b + h * sl_h + rows * sl_m, mask=rows < Lq, other=0.0)
         delta = tl.load(DELTA + b * sl_b + h * sl_h + rows * sl_m, mask=rows < Lq, other=0.0)
-        allowed = _allowed(MASK + b * sm_b + h * sm_h, sm_m, sm_n, rows, cols, Lq, Lk, HAS_MASK, CAUSAL)
+        allowed = _allowed(MASK + b * sm_b + h * sm_h, sm_m, sm_n, rows, cols, Lq, Lk, HAS_MASK,
+                           CAUSAL)
         p, ds = _tile_grads(q, kj, vj, do, lse, delta, allowed, scale)
         dv_acc += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision='ieee')
         dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision='ieee')
@@ -173,28 +213,29 @@ def _backward_dk_dv_kernel(Q, K, V, MASK, DO, LSE, DELTA, GRAD_K, GRAD_V,
     _store_block(GRAD_V + b * sv_b + h * sv_h, sv_n, sv_d, cols, vfeats, Lk, dv, dv_acc)
 
 @triton.jit
-def _backward_dq_kernel(Q, K, V, MASK, DO, LSE, DELTA, GRAD_Q,
-                        sq_b, sq_h, sq_m, sq_d, sk_b, sk_h, sk_n, sk_d, sv_b, sv_h, sv_n, sv_d,
-                        sm_b, sm_h, sm_m, sm_n, so_b, so_h, so_m, so_d, sl_b, sl_h, sl_m,
-                        H, Lq, Lk, d, dv, scale,
-                        HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                        D: tl.constexpr, DV: tl.constexpr):
-    "One program: the gradient of BLOCK_M queries of one (batch, head), summed over every block of keys they read."
+def _backward_dq_kernel(Q, K, V, MASK, DO, LSE, DELTA, GRAD_Q, sq_b, sq_h, sq_m, sq_d, sk_b,
+                        sk_h, sk_n, sk_d, sv_b, sv_h, sv_n, sv_d, sm_b, sm_h, sm_m, sm_n, so_b,
+                        so_h, so_m, so_d, sl_b, sl_h, sl_m, H, Lq, Lk, d, dv, scale,
+                        HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, D: tl.constexpr, DV: tl.constexpr):
+    """One program: the gradient of BLOCK_M queries of one (batch, head), summed over every
+    block of keys they read."""
     b, h = tl.program_id(0) // H, tl.program_id(0) % H
-    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)          # (BLOCK_M,) query positions
+    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query positions
     feats, vfeats = tl.arange(0, D), tl.arange(0, DV)
-    q = _block(Q + b * sq_b + h * sq_h, sq_m, sq_d, rows, feats, Lq, d)                 # (BLOCK_M, D)
-    do = _block(DO + b * so_b + h * so_h, so_m, so_d, rows, vfeats, Lq, dv)             # (BLOCK_M, DV)
+    q = _block(Q + b * sq_b + h * sq_h, sq_m, sq_d, rows, feats, Lq, d)      # (BLOCK_M, D)
+    do = _block(DO + b * so_b + h * so_h, so_m, so_d, rows, vfeats, Lq, dv)  # (BLOCK_M, DV)
     lse = tl.load(LSE + b * sl_b + h * sl_h + rows * sl_m, mask=rows < Lq, other=0.0)
     delta = tl.load(DELTA + b * sl_b + h * sl_h + rows * sl_m, mask=rows < Lq, other=0.0)
     dq = tl.zeros([BLOCK_M, D], tl.float32)
     end = Lk
     if CAUSAL: end = tl.minimum(Lk, (tl.program_id(1) + 1) * BLOCK_M)
     for start in range(0, end, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)                           # (BLOCK_N,) key positions
-        kj = _block(K + b * sk_b + h * sk_h, sk_n, sk_d, cols, feats, Lk, d)            # (BLOCK_N, D)
-        vj = _block(V + b * sv_b + h * sv_h, sv_n, sv_d, cols, vfeats, Lk, dv)          # (BLOCK_N, DV)
-        allowed = _allowed(MASK + b * sm_b + h * sm_h, sm_m, sm_n, rows, cols, Lq, Lk, HAS_MASK, CAUSAL)
+        cols = start + tl.arange(0, BLOCK_N)  # (BLOCK_N,) key positions
+        kj = _block(K + b * sk_b + h * sk_h, sk_n, sk_d, cols, feats, Lk, d)  # (BLOCK_N, D)
+        vj = _block(V + b * sv_b + h * sv_h, sv_n, sv_d, cols, vfeats, Lk, dv)  # (BLOCK_N, DV)
+        allowed = _allowed(MASK + b * sm_b + h * sm_h, sm_m, sm_n, rows, cols, Lq, Lk, HAS_MASK,
+                           CAUSAL)
         p, ds = _tile_grads(q, kj, vj, do, lse, delta, allowed, scale)
         dq += tl.dot(ds.to(kj.dtype), kj, input_precision='ieee')
     _store_block(GRAD_Q + b * sq_b + h * sq_h, sq_m, sq_d, rows, feats, Lq, d, dq * scale)
@@ -202,17 +243,24 @@ def _backward_dq_kernel(Q, K, V, MASK, DO, LSE, DELTA, GRAD_Q,
 # %% ../nbs/19a_flash_triton.ipynb #0dbae698
 def _triton_backward(q, k, v, out, lse, d_out, mask, causal, block_q, block_k):
     "Run the two backward kernels: the gradients of q, k and v, in their dtypes."
-    q, k, v, out, d_out = (t.contiguous() for t in (q, k, v, out, d_out))   # the gradients then share the inputs' strides
+    # the gradients then share the inputs' strides
+    q, k, v, out, d_out = (t.contiguous() for t in (q, k, v, out, d_out))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    delta = (d_out.float() * out.float()).sum(-1)                       # (B, H, Lq): D = rowsum(dO ∘ O), strides of lse
+    # (B, H, Lq): D = rowsum(dO ∘ O), strides of lse
+    delta = (d_out.float() * out.float()).sum(-1)
     may, sizes, settings = _arguments(q, k, v, mask, d_out, lse, causal, block_q, block_k)
     B, H, Lq, Lk = *q.shape[:3], k.size(-2)
-    _backward_dk_dv_kernel[(B * H, triton.cdiv(Lk, block_k))](q, k, v, may, d_out, lse, delta, dk, dv, *sizes, **settings)
-    _backward_dq_kernel[(B * H, triton.cdiv(Lq, block_q))](q, k, v, may, d_out, lse, delta, dq, *sizes, **settings)
+    _backward_dk_dv_kernel[(B * H, triton.cdiv(Lk, block_k))](
+        q, k, v, may, d_out, lse, delta, dk, dv, *sizes, **settings
+    )
+    _backward_dq_kernel[(B * H, triton.cdiv(Lq, block_q))](
+        q, k, v, may, d_out, lse, delta, dq, *sizes, **settings
+    )
     return dq, dk, dv
 
 class FlashAttentionTriton(torch.autograd.Function):
-    "Attention by the Triton kernels: the forward pass saves the log-sum-exp, the backward pass recomputes each tile from it."
+    """Attention by the Triton kernels: the forward pass saves the log-sum-exp, the backward
+    pass recomputes each tile from it."""
     @staticmethod
     def forward(ctx, q, k, v, mask, causal, block_q, block_k):
         out, lse = _triton_forward(q, k, v, mask, causal, block_q, block_k)
@@ -223,11 +271,15 @@ class FlashAttentionTriton(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_out):
         q, k, v, out, lse = ctx.saved_tensors
-        return (*_triton_backward(q, k, v, out, lse, d_out, ctx.mask, ctx.causal, *ctx.blocks), None, None, None, None)
+        return (*_triton_backward(q, k, v, out, lse, d_out, ctx.mask, ctx.causal, *ctx.blocks),
+                None, None, None, None)
 
-def flash_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor] = None, causal: bool = False,
+def flash_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                           mask: Optional[torch.Tensor] = None, causal: bool = False,
                            block_q: int = 64, block_k: int = 64) -> torch.Tensor:
-    "softmax(Q Kᵀ / √d) V for (B, H, L, d_head) inputs by Triton kernels, forward and backward; `mask` boolean, True = may attend; `causal`: query i reads keys 0..i; no dropout."
+    """softmax(Q Kᵀ / √d) V for (B, H, L, d_head) inputs by Triton kernels, forward and
+    backward; `mask` boolean, True = may attend; `causal`: query i reads keys 0..i; no
+    dropout."""
     mask = _check_flash_inputs(q, k, v, mask, block_q, block_k, 0.0)
     _check_triton_inputs(q, v, block_q, block_k)
     return FlashAttentionTriton.apply(q, k, v, mask, causal, block_q, block_k)

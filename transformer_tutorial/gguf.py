@@ -17,8 +17,10 @@ from .llama import from_llama, from_qwen2
 from .open_models import OpenModel
 
 # %% ../nbs/17e_gguf.ipynb #7b4bb8a1
-BLOCKS = {'Q8_0': (32, 34), 'Q4_0': (32, 18), 'Q4_1': (32, 20)}   # weights per block, bytes per block
-KQUANTS = {'Q4_K': 144, 'Q5_K': 176, 'Q6_K': 210}                   # bytes per super-block of 256 weights (the K-quants, below)
+# weights per block, bytes per block
+BLOCKS = {'Q8_0': (32, 34), 'Q4_0': (32, 18), 'Q4_1': (32, 20)}
+# bytes per super-block of 256 weights (the K-quants, below)
+KQUANTS = {'Q4_K': 144, 'Q5_K': 176, 'Q6_K': 210}
 PLAIN = {'F32': torch.float32, 'F16': torch.float16, 'BF16': torch.bfloat16}
 
 def _halves(b: torch.Tensor) -> torch.Tensor:
@@ -26,18 +28,26 @@ def _halves(b: torch.Tensor) -> torch.Tensor:
     return b.contiguous().view(torch.float16).float()
 
 def _nibbles(b: torch.Tensor) -> torch.Tensor:
-    "16 bytes (n, 16) as the 32 4-bit numbers 0..15 they hold: low halves are weights 0-15, high halves 16-31."
+    """16 bytes (n, 16) as the 32 4-bit numbers 0..15 they hold: low halves are weights 0-15,
+    high halves 16-31."""
     return torch.cat([b & 0x0F, b >> 4], dim=-1).float()
 
 def dequantize(raw: torch.Tensor, kind: str, shape: Tuple[int, ...]) -> torch.Tensor:
-    "The float32 weights (shape) that `raw`, a GGUF tensor's bytes (uint8), stores in `kind`: blocks of 32 weights, each block with its scale d (and minimum m), or the K-quants' super-blocks of 256."
+    """The float32 weights (shape) that `raw`, a GGUF tensor's bytes (uint8), stores in `kind`:
+    blocks of 32 weights, each block with its scale d (and minimum m), or the K-quants'
+    super-blocks of 256."""
     if kind in PLAIN: return raw.contiguous().view(PLAIN[kind]).reshape(shape).float()
     if kind in KQUANTS: return _dequantize_k(raw, kind).reshape(shape)
-    if kind not in BLOCKS: raise ValueError(f"the quantization {kind!r} is not one the course reads: {', '.join([*PLAIN, *BLOCKS, *KQUANTS])}")
-    b = raw.reshape(-1, BLOCKS[kind][1])                                       # (blocks, bytes per block)
-    if kind == 'Q8_0': w = b[:, 2:].contiguous().view(torch.int8).float() * _halves(b[:, :2])     # d · q, q in -128..127
-    elif kind == 'Q4_0': w = _halves(b[:, :2]) * (_nibbles(b[:, 2:]) - 8)     # d · (q - 8), q in 0..15
-    else: w = _halves(b[:, :2]) * _nibbles(b[:, 4:]) + _halves(b[:, 2:4])     # d · q + m, q in 0..15
+    if kind not in BLOCKS:
+        raise ValueError(f"the quantization {kind!r} is not one the course reads: "
+                         f"{', '.join([*PLAIN, *BLOCKS, *KQUANTS])}")
+    b = raw.reshape(-1, BLOCKS[kind][1])  # (blocks, bytes per block)
+    # d · q, q in -128..127
+    if kind == 'Q8_0': w = b[:, 2:].contiguous().view(torch.int8).float() * _halves(b[:, :2])
+    # d · (q - 8), q in 0..15
+    elif kind == 'Q4_0': w = _halves(b[:, :2]) * (_nibbles(b[:, 2:]) - 8)
+    # d · q + m, q in 0..15
+    else: w = _halves(b[:, :2]) * _nibbles(b[:, 4:]) + _halves(b[:, 2:4])
     return w.reshape(shape)
 
 # %% ../nbs/17e_gguf.ipynb #341f0fc8
@@ -46,19 +56,25 @@ def _f16_bytes(x: torch.Tensor) -> torch.Tensor:
     return x.half().view(torch.uint8).reshape(-1, 2)
 
 def quantize(w: torch.Tensor, kind: str) -> torch.Tensor:
-    "The bytes (uint8, one row of blocks per row of `w`) that store float weights `w` in `kind` as llama.cpp's reference quantizer writes them (Q8_0, Q4_0, Q4_1; rows a multiple of 32)."
-    if kind not in BLOCKS: raise ValueError(f"the course quantizes to {', '.join(BLOCKS)}, got {kind!r}")
-    if w.size(-1) % 32: raise ValueError(f"a row of {w.size(-1)} weights does not split into blocks of 32")
+    """The bytes (uint8, one row of blocks per row of `w`) that store float weights `w` in
+    `kind` as llama.cpp's reference quantizer writes them (Q8_0, Q4_0, Q4_1; rows a multiple
+    of 32)."""
+    if kind not in BLOCKS:
+        raise ValueError(f"the course quantizes to {', '.join(BLOCKS)}, got {kind!r}")
+    if w.size(-1) % 32:
+        raise ValueError(f"a row of {w.size(-1)} weights does not split into blocks of 32")
     x = w.detach().float().reshape(-1, 32)                                     # (blocks, 32)
     inv = lambda d: torch.where(d == 0, torch.zeros_like(d), 1 / d)
     if kind == 'Q8_0':
         d = x.abs().amax(-1, keepdim=True) / 127
         v = x * inv(d)
-        q = (v.sign() * (v.abs() + 0.5).floor()).to(torch.int8).view(torch.uint8)   # rounded half away from zero
+        # rounded half away from zero
+        q = (v.sign() * (v.abs() + 0.5).floor()).to(torch.int8).view(torch.uint8)
         out = torch.cat([_f16_bytes(d), q], -1)
     else:
         if kind == 'Q4_0':
-            big = x.gather(-1, x.abs().argmax(-1, keepdim=True))              # the weight of largest size, its sign kept
+            # the weight of largest size, its sign kept
+            big = x.gather(-1, x.abs().argmax(-1, keepdim=True))
             d, low = big / -8, None
             q = (x * inv(d) + 8.5).trunc()
         else:
@@ -66,127 +82,213 @@ def quantize(w: torch.Tensor, kind: str) -> torch.Tensor:
             d = (x.amax(-1, keepdim=True) - low) / 15
             q = ((x - low) * inv(d) + 0.5).trunc()
         q = q.clamp(0, 15).to(torch.uint8)
-        packed = q[:, :16] | (q[:, 16:] << 4)                                  # weights j and j + 16 share byte j
-        out = torch.cat([_f16_bytes(d)] + ([] if low is None else [_f16_bytes(low)]) + [packed], -1)
+        packed = q[:, :16] | (q[:, 16:] << 4)  # weights j and j + 16 share byte j
+        out = torch.cat([_f16_bytes(d)] + ([] if low is None else [_f16_bytes(low)]) + [packed],
+                        -1)
     return out.reshape(*w.shape[:-1], -1)
 
 # %% ../nbs/17e_gguf.ipynb #069b8171
 def _scales_mins(s: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    "Q4_K's and Q5_K's 12 bytes (n, 12) as eight 6-bit scales and eight 6-bit minimums, (n, 8) each, in float32."
+    """Q4_K's and Q5_K's 12 bytes (n, 12) as eight 6-bit scales and eight 6-bit minimums, (n, 8)
+    each, in float32."""
     a, b, c = s[:, 0:4], s[:, 4:8], s[:, 8:12]
-    scales = torch.cat([a & 0x3F, (c & 0x0F) | ((a >> 2) & 0x30)], -1)   # 0-3: low 6 bits of bytes 0-3; 4-7: 4 bits of 8-11, 2 from 0-3
+    # 0-3: low 6 bits of bytes 0-3; 4-7: 4 bits of 8-11, 2 from 0-3
+    scales = torch.cat([a & 0x3F, (c & 0x0F) | ((a >> 2) & 0x30)], -1)
     mins = torch.cat([b & 0x3F, (c >> 4) | ((b >> 2) & 0x30)], -1)
     return scales.float(), mins.float()
 
 def _bits(b: torch.Tensor, shifts: Sequence[int], mask: int) -> torch.Tensor:
-    "Bytes (n, k, w) cut into len(shifts) fields of `mask`'s width, each field of a row of w bytes w numbers: (n, k · len(shifts) · w / 32, 32)."
+    """Bytes (n, k, w) cut into len(shifts) fields of `mask`'s width, each field of a row of w
+    bytes w numbers: (n, k · len(shifts) · w / 32, 32)."""
     s = torch.tensor(list(shifts), dtype=torch.uint8, device=b.device).view(1, 1, -1, 1)
     return ((b[:, :, None, :] >> s) & mask).reshape(b.size(0), -1, 32)
 
 def _dequantize_k(raw: torch.Tensor, kind: str) -> torch.Tensor:
-    "The weights (super-blocks, 256) that K-quant bytes store: Q4_K and Q5_K d·a_s·q - d_m·b_s, Q6_K d·a_s·(q - 32)."
-    b = raw.reshape(-1, KQUANTS[kind])                                          # (n, bytes per super-block)
+    """The weights (super-blocks, 256) that K-quant bytes store: Q4_K and Q5_K d·a_s·q -
+    d_m·b_s, Q6_K d·a_s·(q - 32)."""
+    b = raw.reshape(-1, KQUANTS[kind])  # (n, bytes per super-block)
     n = b.size(0)
-    if kind == 'Q6_K':                                                          # q's low 4 bits, high 2 bits, 16 scales, d
+    if kind == 'Q6_K':  # q's low 4 bits, high 2 bits, 16 scales, d
         low = _bits(b[:, :128].reshape(n, 2, 64), (0, 4), 0x0F)                 # (n, 8, 32)
         high = _bits(b[:, 128:192].reshape(n, 2, 32), (0, 2, 4, 6), 0x03)       # (n, 8, 32)
         q = (low | (high << 4)).to(torch.int8) - 32                             # -32..31
-        scales = _halves(b[:, 208:210]) * b[:, 192:208].contiguous().view(torch.int8).float()   # (n, 16): d·a_s
+        # (n, 16): d·a_s
+        scales = _halves(b[:, 208:210]) * b[:, 192:208].contiguous().view(torch.int8).float()
         return (scales[..., None] * q.reshape(n, 16, 16).float()).reshape(n, 256)
     d, dmin = _halves(b[:, 0:2]), _halves(b[:, 2:4])                            # (n, 1) each
     scales, mins = _scales_mins(b[:, 4:16])                                     # (n, 8) each
-    q = _bits(b[:, -128:].reshape(n, 4, 32), (0, 4), 0x0F)                      # (n, 8, 32): bytes 32c..32c+31 hold sub-blocks 2c, 2c+1
-    if kind == 'Q5_K': q = q | (_bits(b[:, 16:48].reshape(n, 1, 32), range(8), 0x01) << 4)   # the fifth bit of sub-block s: bit s
+    # (n, 8, 32): bytes 32c..32c+31 hold sub-blocks 2c, 2c+1
+    q = _bits(b[:, -128:].reshape(n, 4, 32), (0, 4), 0x0F)
+    # the fifth bit of sub-block s: bit s
+    if kind == 'Q5_K': q = q | (_bits(b[:, 16:48].reshape(n, 1, 32), range(8), 0x01) << 4)
     return ((d * scales)[..., None] * q.float() - (dmin * mins)[..., None]).reshape(n, 256)
 
 # %% ../nbs/17e_gguf.ipynb #4aaf85bd
-_LLAMA_NAMES = {'attn_norm': 'input_layernorm', 'attn_q': 'self_attn.q_proj', 'attn_k': 'self_attn.k_proj', 'attn_v': 'self_attn.v_proj',
-                'attn_output': 'self_attn.o_proj', 'ffn_norm': 'post_attention_layernorm', 'ffn_gate': 'mlp.gate_proj',
-                'ffn_up': 'mlp.up_proj', 'ffn_down': 'mlp.down_proj'}
-_TOP_NAMES = {'token_embd.weight': 'model.embed_tokens.weight', 'output_norm.weight': 'model.norm.weight', 'output.weight': 'lm_head.weight'}
+_LLAMA_NAMES = {
+    'attn_norm': 'input_layernorm', 'attn_q': 'self_attn.q_proj', 'attn_k': 'self_attn.k_proj',
+    'attn_v': 'self_attn.v_proj', 'attn_output': 'self_attn.o_proj',
+    'ffn_norm': 'post_attention_layernorm', 'ffn_gate': 'mlp.gate_proj',
+    'ffn_up': 'mlp.up_proj', 'ffn_down': 'mlp.down_proj'
+}
+_TOP_NAMES = {
+    'token_embd.weight': 'model.embed_tokens.weight', 'output_norm.weight': 'model.norm.weight',
+    'output.weight': 'lm_head.weight'
+}
 
 def _hf_name(name: str) -> str:
-    "transformers' Llama name of a GGUF tensor name: blk.3.attn_q.weight -> model.layers.3.self_attn.q_proj.weight."
+    """transformers' Llama name of a GGUF tensor name: blk.3.attn_q.weight ->
+    model.layers.3.self_attn.q_proj.weight."""
     if name in _TOP_NAMES: return _TOP_NAMES[name]
     parts = name.split('.')
-    if len(parts) == 4 and parts[0] == 'blk' and parts[2] in _LLAMA_NAMES: return f"model.layers.{parts[1]}.{_LLAMA_NAMES[parts[2]]}.{parts[3]}"
-    raise ValueError(f"the tensor {name!r} is not one of a Llama or Qwen2 model's (token_embd, blk.N.attn_q ... ffn_down and Qwen2's biases, output_norm, output)")
+    if len(parts) == 4 and parts[0] == 'blk' and parts[2] in _LLAMA_NAMES:
+        return f"model.layers.{parts[1]}.{_LLAMA_NAMES[parts[2]]}.{parts[3]}"
+    raise ValueError(f"the tensor {name!r} is not one of a Llama or Qwen2 model's (token_embd, "
+                     "blk.N.attn_q ... ffn_down and Qwen2's biases, output_norm, output)")
 
 def _unpermute(w: torch.Tensor, heads: int) -> torch.Tensor:
-    "q or k rows (heads·d_head, d_model) from llama.cpp's order (each head's rotated pairs side by side) back to transformers' (the pairs' two halves apart)."
-    return w.reshape(heads, w.size(0) // heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
+    """q or k rows (heads·d_head, d_model) from llama.cpp's order (each head's rotated pairs
+    side by side) back to transformers' (the pairs' two halves apart)."""
+    return w.reshape(heads,
+                     w.size(0) // heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 def read_gguf(path) -> Tuple[dict, Dict[str, torch.Tensor]]:
-    "The metadata (key -> value) and the tensors (dequantized to float32, named and shaped as GGUF stores them) of a GGUF file."
+    """The metadata (key -> value) and the tensors (dequantized to float32, named and shaped as
+    GGUF stores them) of a GGUF file."""
     try: import gguf
-    except ImportError: raise ImportError("reading GGUF files needs the gguf package: pip install gguf") from None
+    except ImportError:
+        raise ImportError(
+            "reading GGUF files needs the gguf package: pip install gguf") from None
     path = pathlib.Path(path)
     if not path.is_file(): raise FileNotFoundError(f"{path}: no such file")
     try: reader = gguf.GGUFReader(path)
-    except Exception as e: raise ValueError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from None
+    except Exception as e:
+        raise ValueError(
+            f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from None
     meta = {k: f.contents() for k, f in reader.fields.items()}
     tensors = {}
     for t in reader.tensors:
-        shape = tuple(int(n) for n in reversed(t.shape))                         # GGUF lists the fastest dimension first
-        data = torch.from_numpy(np.array(t.data))                                # F32 and F16 as numbers, the rest as bytes
-        tensors[t.name] = data.reshape(shape).float() if data.dtype != torch.uint8 else dequantize(data.reshape(-1), t.tensor_type.name, shape)
+        # GGUF lists the fastest dimension first
+        shape = tuple(int(n) for n in reversed(t.shape))
+        data = torch.from_numpy(np.array(t.data))  # F32 and F16 as numbers, the rest as bytes
+        tensors[t.name] = (
+            data.reshape(shape).float()
+            if data.dtype != torch.uint8
+            else dequantize(data.reshape(-1), t.tensor_type.name, shape)
+        )
     return meta, tensors
 
-_ARCHS = {'llama': 'LlamaForCausalLM', 'qwen2': 'Qwen2ForCausalLM'}   # general.architecture: transformers' class (model_type the same)
+# general.architecture: transformers' class (model_type the same)
+_ARCHS = {'llama': 'LlamaForCausalLM', 'qwen2': 'Qwen2ForCausalLM'}
 
 def gguf_config(meta: dict, tensors: Dict[str, torch.Tensor]) -> dict:
     "The transformers config.json of a Llama or Qwen2 GGUF file's model, from its metadata."
     arch = meta.get('general.architecture')
-    if arch not in _ARCHS: raise ValueError(f"the file holds a {arch!r} model; the course reads Llama and Qwen2 GGUF files (general.architecture 'llama' or 'qwen2')")
+    if arch not in _ARCHS:
+        raise ValueError(f"the file holds a {arch!r} model; the course reads Llama and Qwen2 "
+                         "GGUF files (general.architecture 'llama' or 'qwen2')")
     get = lambda key, default=None: meta.get(f'{arch}.{key}', default)
     heads = get('attention.head_count')
-    return {'model_type': arch, 'architectures': [_ARCHS[arch]], 'hidden_size': get('embedding_length'),
-            'intermediate_size': get('feed_forward_length'), 'num_hidden_layers': get('block_count'), 'num_attention_heads': heads,
-            'num_key_value_heads': get('attention.head_count_kv', heads), 'max_position_embeddings': get('context_length'),
-            'rms_norm_eps': get('attention.layer_norm_rms_epsilon'), 'rope_theta': get('rope.freq_base', 10000.0),
-            'vocab_size': tensors['token_embd.weight'].size(0), 'tie_word_embeddings': 'output.weight' not in tensors,
-            'bos_token_id': meta.get('tokenizer.ggml.bos_token_id'), 'eos_token_id': meta.get('tokenizer.ggml.eos_token_id'),
-            'pad_token_id': meta.get('tokenizer.ggml.padding_token_id'), 'hidden_act': 'silu'}
+    return {
+        'model_type': arch,
+        'architectures': [_ARCHS[arch]],
+        'hidden_size': get('embedding_length'),
+        'intermediate_size': get('feed_forward_length'),
+        'num_hidden_layers': get('block_count'),
+        'num_attention_heads': heads,
+        'num_key_value_heads': get('attention.head_count_kv', heads),
+        'max_position_embeddings': get('context_length'),
+        'rms_norm_eps': get('attention.layer_norm_rms_epsilon'),
+        'rope_theta': get('rope.freq_base', 10000.0),
+        'vocab_size': tensors['token_embd.weight'].size(0),
+        'tie_word_embeddings': 'output.weight' not in tensors,
+        'bos_token_id': meta.get('tokenizer.ggml.bos_token_id'),
+        'eos_token_id': meta.get('tokenizer.ggml.eos_token_id'),
+        'pad_token_id': meta.get('tokenizer.ggml.padding_token_id'),
+        'hidden_act': 'silu',
+    }
 
 def gguf_state(config: dict, tensors: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    "The GGUF tensors under transformers' names, a Llama's q and k rows back in transformers' order (llama.cpp's converter reorders Llama's only: it turns Qwen2's pairs as halves)."
-    heads = {'attn_q': config['num_attention_heads'], 'attn_k': config['num_key_value_heads']} if config['model_type'] == 'llama' else {}
-    return {_hf_name(n): _unpermute(t, heads[n.split('.')[2]]) if n.split('.')[-2] in heads else t for n, t in tensors.items()}
+    """The GGUF tensors under transformers' names, a Llama's q and k rows back in transformers'
+    order (llama.cpp's converter reorders Llama's only: it turns Qwen2's pairs as halves)."""
+    heads = {'attn_q': config['num_attention_heads'], 'attn_k': config['num_key_value_heads']
+             } if config['model_type'] == 'llama' else {}
+    return {
+        _hf_name(n): _unpermute(t, heads[n.split('.')[2]]) if n.split('.')[-2] in heads else t
+        for n, t in tensors.items()
+    }
 
 # %% ../nbs/17e_gguf.ipynb #94c89f52
 _DIGITS = {'type': 'Digits', 'individual_digits': True}
-_BYTE_LEVEL = {'type': 'ByteLevel', 'add_prefix_space': False, 'trim_offsets': True, 'use_regex': True}
-_SPLIT = lambda pattern: [{'type': 'Split', 'pattern': {'Regex': pattern}, 'behavior': 'Isolated', 'invert': False}, {**_BYTE_LEVEL, 'use_regex': False}]
-_PRE_TOKENIZERS = {'default': [_BYTE_LEVEL], 'gpt2': [_BYTE_LEVEL], 'smollm': [_DIGITS, _BYTE_LEVEL], 'qwen2': _SPLIT(QWEN2_PATTERN),
-                   'llama-bpe': _SPLIT(LLAMA3_PATTERN)}   # llama.cpp's names (tokenizer.ggml.pre): the pieces cut as transformers cuts them
+_BYTE_LEVEL = {
+    'type': 'ByteLevel', 'add_prefix_space': False, 'trim_offsets': True, 'use_regex': True
+}
+_SPLIT = lambda pattern: [
+    {'type': 'Split', 'pattern': {'Regex': pattern}, 'behavior': 'Isolated', 'invert': False},
+    {**_BYTE_LEVEL, 'use_regex': False},
+]
+# llama.cpp's names (tokenizer.ggml.pre): the pieces cut as transformers cuts them
+_PRE_TOKENIZERS = {
+    'default': [_BYTE_LEVEL], 'gpt2': [_BYTE_LEVEL], 'smollm': [_DIGITS, _BYTE_LEVEL],
+    'qwen2': _SPLIT(QWEN2_PATTERN), 'llama-bpe': _SPLIT(LLAMA3_PATTERN)
+}
 
 def gguf_tokenizer_files(meta: dict) -> Tuple[dict, dict]:
-    "tokenizer.json and tokenizer_config.json of a GGUF file's byte-level BPE tokenizer, from its metadata (tokens, merges, token types, special ids, chat template)."
+    """tokenizer.json and tokenizer_config.json of a GGUF file's byte-level BPE tokenizer, from
+    its metadata (tokens, merges, token types, special ids, chat template)."""
     kind, pre = meta.get('tokenizer.ggml.model'), meta.get('tokenizer.ggml.pre', 'default')
-    if kind is None or 'tokenizer.ggml.tokens' not in meta: raise ValueError("the file's metadata holds no tokenizer (tokenizer.ggml.model and tokenizer.ggml.tokens)")
-    if kind != 'gpt2': raise ValueError(f"the file's tokenizer is {kind!r}; the course reads byte-level BPE ('gpt2') tokenizers from GGUF files")
-    if pre not in _PRE_TOKENIZERS: raise ValueError(f"the file's pre-tokenizer {pre!r} is not one the course knows: {', '.join(_PRE_TOKENIZERS)}")
-    tokens, types = meta['tokenizer.ggml.tokens'], meta.get('tokenizer.ggml.token_type') or [1] * len(meta['tokenizer.ggml.tokens'])
-    added = [{'id': i, 'content': t, 'single_word': False, 'lstrip': False, 'rstrip': False, 'normalized': False, 'special': True}
-             for i, (t, k) in enumerate(zip(tokens, types)) if k == 3]                 # type 3: a control token, such as <|im_end|>
-    spec = {'version': '1.0', 'added_tokens': added, 'normalizer': None, 'post_processor': None,
-            'pre_tokenizer': {'type': 'Sequence', 'pretokenizers': _PRE_TOKENIZERS[pre]},
-            'decoder': {'type': 'ByteLevel', 'add_prefix_space': True, 'trim_offsets': True, 'use_regex': True},
-            'model': {'type': 'BPE', 'dropout': None, 'unk_token': None, 'continuing_subword_prefix': None, 'end_of_word_suffix': None,
-                      'fuse_unk': False, 'byte_fallback': False, 'ignore_merges': False,
-                      'vocab': {t: i for i, t in enumerate(tokens)}, 'merges': list(meta.get('tokenizer.ggml.merges', []))}}
+    if kind is None or 'tokenizer.ggml.tokens' not in meta:
+        raise ValueError("the file's metadata holds no tokenizer (tokenizer.ggml.model and "
+                         "tokenizer.ggml.tokens)")
+    if kind != 'gpt2':
+        raise ValueError(f"the file's tokenizer is {kind!r}; the course reads byte-level BPE "
+                         "('gpt2') tokenizers from GGUF files")
+    if pre not in _PRE_TOKENIZERS:
+        raise ValueError(f"the file's pre-tokenizer {pre!r} is not one the course knows: "
+                         f"{', '.join(_PRE_TOKENIZERS)}")
+    tokens, types = meta['tokenizer.ggml.tokens'], meta.get(
+        'tokenizer.ggml.token_type') or [1] * len(meta['tokenizer.ggml.tokens'])
+    # type 3: a control token, such as <|im_end|>
+    added = [{
+        'id': i, 'content': t, 'single_word': False, 'lstrip': False, 'rstrip': False,
+        'normalized': False, 'special': True
+    } for i, (t, k) in enumerate(zip(tokens, types)) if k == 3]
+    spec = {
+        'version': '1.0', 'added_tokens': added, 'normalizer': None, 'post_processor': None,
+        'pre_tokenizer': {'type': 'Sequence',
+                          'pretokenizers': _PRE_TOKENIZERS[pre]}, 'decoder': {
+                              'type': 'ByteLevel', 'add_prefix_space': True,
+                              'trim_offsets': True, 'use_regex': True
+                          }, 'model': {
+                              'type': 'BPE', 'dropout': None, 'unk_token': None,
+                              'continuing_subword_prefix': None, 'end_of_word_suffix': None,
+                              'fuse_unk': False, 'byte_fallback': False, 'ignore_merges': False,
+                              'vocab': {t: i
+                                        for i, t in enumerate(tokens)},
+                              'merges': list(meta.get('tokenizer.ggml.merges', []))
+                          }
+    }
     name = lambda key: tokens[meta[key]] if meta.get(key) is not None else None
-    config = {'bos_token': name('tokenizer.ggml.bos_token_id'), 'eos_token': name('tokenizer.ggml.eos_token_id'),
-              'unk_token': name('tokenizer.ggml.unknown_token_id'), 'pad_token': name('tokenizer.ggml.padding_token_id'),
-              'add_bos_token': bool(meta.get('tokenizer.ggml.add_bos_token', False)), 'chat_template': meta.get('tokenizer.chat_template')}
+    config = {
+        'bos_token': name('tokenizer.ggml.bos_token_id'),
+        'eos_token': name('tokenizer.ggml.eos_token_id'),
+        'unk_token': name('tokenizer.ggml.unknown_token_id'),
+        'pad_token': name('tokenizer.ggml.padding_token_id'),
+        'add_bos_token': bool(meta.get('tokenizer.ggml.add_bos_token', False)),
+        'chat_template': meta.get('tokenizer.chat_template'),
+    }
     return spec, config
 
 def load_gguf(path: Union[str, pathlib.Path]) -> OpenModel:
-    "The model (float32), tokenizer and greedy generation settings of a Llama or Qwen2 GGUF file, as chapter 17d's `load_open_model` gives a folder's."
+    """The model (float32), tokenizer and greedy generation settings of a Llama or Qwen2 GGUF
+    file, as chapter 17d's `load_open_model` gives a folder's."""
     meta, tensors = read_gguf(path)
     config = gguf_config(meta, tensors)
     spec, tok_config = gguf_tokenizer_files(meta)
-    model = (from_qwen2 if config['model_type'] == 'qwen2' else from_llama)(gguf_state(config, tensors), config).eval()
-    settings = {'eos_id': config['eos_token_id'], 'pad_id': config['pad_token_id'], 'temperature': 0.0, 'top_k': None, 'top_p': None,
-                'repetition_penalty': 1.0, 'max_new_tokens': None}
+    model = (from_qwen2 if config['model_type'] == 'qwen2' else from_llama)(
+        gguf_state(config, tensors), config
+    ).eval()
+    settings = {
+        'eos_id': config['eos_token_id'], 'pad_id': config['pad_token_id'], 'temperature': 0.0,
+        'top_k': None, 'top_p': None, 'repetition_penalty': 1.0, 'max_new_tokens': None
+    }
     return OpenModel(model, HubTokenizer(spec, tok_config, where=str(path)), settings)

@@ -28,11 +28,13 @@ from .masks import causal_mask
 
 # %% ../nbs/17_gpt.ipynb #5bc7188d
 POSITIONS, NORMS = ('learned', 'sinusoidal', 'rope'), ('layer', 'rms')
-GATED = {'swiglu': 'silu', 'geglu': 'gelu_tanh'}   # the gated feed-forwards of chapter 9a, and the gate each uses
+# the gated feed-forwards of chapter 9a, and the gate each uses
+GATED = {'swiglu': 'silu', 'geglu': 'gelu_tanh'}
 
 @dataclass
 class GPTConfig(DictConfig):
-    "Everything needed to rebuild a `GPT`; round-trips through a plain dict (`to_dict`, `from_dict`). The defaults are GPT-2's block."
+    """Everything needed to rebuild a `GPT`; round-trips through a plain dict (`to_dict`,
+    `from_dict`). The defaults are GPT-2's block."""
     vocab_size: int
     max_len: int = 256           # the context: how many positions the model can read
     d_model: int = 128
@@ -40,121 +42,196 @@ class GPTConfig(DictConfig):
     num_layers: int = 4
     d_ff: int = 512              # the feed-forward's hidden width
     dropout: float = 0.0
-    positions: str = 'learned'   # 'learned' or 'sinusoidal' (added to the input), 'rope' (queries and keys rotated)
-    activation: str = 'gelu_tanh'  # the feed-forward's: one of ACTIVATIONS, or 'swiglu' (the gated unit of chapter 9a)
+    # 'learned' or 'sinusoidal' (added to the input), 'rope' (queries and keys rotated)
+    positions: str = 'learned'
+    # the feed-forward's: one of ACTIVATIONS, or 'swiglu' (the gated unit of chapter 9a)
+    activation: str = 'gelu_tanh'
     layer_norm_eps: float = 1e-5   # every norm's epsilon
     norm: str = 'layer'          # 'layer' (LayerNorm) or 'rms' (RMSNorm)
-    num_kv_heads: Optional[int] = None  # key/value heads; None: num_heads, fewer: grouped-query attention
+    # key/value heads; None: num_heads, fewer: grouped-query attention
+    num_kv_heads: Optional[int] = None
     rope_base: float = 10000.0   # RoPE's base, with positions='rope'
     qkv_bias: bool = True        # biases of the query, key and value projections
     out_bias: bool = True        # bias of the attention's output projection
     ff_bias: bool = True         # biases of the feed-forward
     tie_embeddings: bool = True  # the output layer is the token embedding
-    rope_scaling: Optional[dict] = None  # RoPE's angles stretched for a longer context (`ROPE_SCALINGS`), with positions='rope'
-    sliding_window: Optional[int] = None  # each query reads only the last sliding_window positions (itself included): Mistral's window
-    sliding_layers: Optional[list] = None  # the blocks that slide (None: all of them, when sliding_window is set)
-    head_dim: Optional[int] = None  # each head's width (None: d_model // num_heads); Qwen3's is its own
-    qk_norm: bool = False        # each head's queries and keys normed (the block's norm) before RoPE: Qwen3
-    qk_norm_per_head: bool = True  # with qk_norm: False norms all the queries' features at once, and all the keys': OLMo 2
-    norm_output: bool = False    # each sublayer's output normed before the residual adds it, its input not: OLMo 2
-    num_experts: int = 0         # above 0: each feed-forward a mixture of that many SwiGLU experts of width d_ff (Mixtral, Qwen3-MoE)
+    # RoPE's angles stretched for a longer context (`ROPE_SCALINGS`), with positions='rope'
+    rope_scaling: Optional[dict] = None
+    # each query reads only the last sliding_window positions (itself included): Mistral's
+    # window
+    sliding_window: Optional[int] = None
+    # the blocks that slide (None: all of them, when sliding_window is set)
+    sliding_layers: Optional[list] = None
+    # each head's width (None: d_model // num_heads); Qwen3's is its own
+    head_dim: Optional[int] = None
+    # each head's queries and keys normed (the block's norm) before RoPE: Qwen3
+    qk_norm: bool = False
+    # with qk_norm: False norms all the queries' features at once, and all the keys': OLMo 2
+    qk_norm_per_head: bool = True
+    # each sublayer's output normed before the residual adds it, its input not: OLMo 2
+    norm_output: bool = False
+    # above 0: each feed-forward a mixture of that many SwiGLU experts of width d_ff (Mixtral,
+    # Qwen3-MoE)
+    num_experts: int = 0
     experts_per_token: int = 2   # the experts each token runs, with num_experts
-    renormalize_experts: bool = True  # the chosen experts' router weights divided by their sum (Mixtral's)
-    scale_embeddings: bool = False  # the token embeddings multiplied by √d_model, as the 2017 Transformer's (Gemma)
-    sandwich_norm: bool = False  # each sublayer's input and its output normed, by two norms (Gemma)
-    attn_scale: Optional[float] = None  # the attention scores' factor (None: 1/√d_head); Gemma's query_pre_attn_scalar^-1/2
-    attn_softcap: Optional[float] = None  # each attention score s becomes c·tanh(s / c) for this c (Gemma 2's 50)
-    logit_softcap: Optional[float] = None  # each output logit capped the same way (Gemma 2's 30)
-    rope_local_base: Optional[float] = None  # the sliding blocks' RoPE base, without rope_scaling (Gemma 3's 10000); None: rope_base
+    # the chosen experts' router weights divided by their sum (Mixtral's)
+    renormalize_experts: bool = True
+    # the token embeddings multiplied by √d_model, as the 2017 Transformer's (Gemma)
+    scale_embeddings: bool = False
+    # each sublayer's input and its output normed, by two norms (Gemma)
+    sandwich_norm: bool = False
+    # the attention scores' factor (None: 1/√d_head); Gemma's query_pre_attn_scalar^-1/2
+    attn_scale: Optional[float] = None
+    # each attention score s becomes c·tanh(s / c) for this c (Gemma 2's 50)
+    attn_softcap: Optional[float] = None
+    # each output logit capped the same way (Gemma 2's 30)
+    logit_softcap: Optional[float] = None
+    # the sliding blocks' RoPE base, without rope_scaling (Gemma 3's 10000); None: rope_base
+    rope_local_base: Optional[float] = None
 
 # %% ../nbs/17_gpt.ipynb #d08eb390
 def _check_choice(name, value, choices):
-    if value not in choices: raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
 
 def left_padding(attention_mask: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    "The number of padding positions (B,) at the start of each row of `attention_mask` (B, L): 0s then 1s, at least one 1, as `idx`'s shape; a `ValueError` naming the first row that pads on the right or holds no token."
+    """The number of padding positions (B,) at the start of each row of `attention_mask` (B, L):
+    0s then 1s, at least one 1, as `idx`'s shape; a `ValueError` naming the first row that
+    pads on the right or holds no token."""
     if tuple(attention_mask.shape) != tuple(idx.shape):
-        raise ValueError(f"attention_mask must be shaped as the ids, {tuple(idx.shape)}, got {tuple(attention_mask.shape)}")
+        raise ValueError(f"attention_mask must be shaped as the ids, {tuple(idx.shape)}, got "
+                         f"{tuple(attention_mask.shape)}")
     m = attention_mask.to(idx.device)
-    if ((m != 0) & (m != 1)).any(): raise ValueError("attention_mask must hold 1 for a token and 0 for padding")
+    if ((m != 0) & (m != 1)).any():
+        raise ValueError("attention_mask must hold 1 for a token and 0 for padding")
     m = m.bool()
-    bad = (m[:, :-1] & ~m[:, 1:]).any(1) | ~m.any(1)                 # a 1 before a 0, or no 1 at all
+    bad = (m[:, :-1] & ~m[:, 1:]).any(1) | ~m.any(1)  # a 1 before a 0, or no 1 at all
     if bad.any():
         b = int(bad.nonzero()[0])
-        raise ValueError(f"attention_mask row {b} is {m[b].int().tolist()}: pad on the left (0s, then 1s), with at least one token in each row")
+        raise ValueError(f"attention_mask row {b} is {m[b].int().tolist()}: pad on the left "
+                         "(0s, then 1s), with at least one token in each row")
     return (~m).sum(1)                                               # (B,)
 
 def window_mask(positions: torch.Tensor, length: int, window: int) -> torch.Tensor:
-    "True where the query at each of `positions` (T,) may attend to key k of 0..length-1 through a sliding window: k <= its position and within the last `window` positions, itself included; shaped (T, length)."
+    """True where the query at each of `positions` (T,) may attend to key k of 0..length-1
+    through a sliding window: k <= its position and within the last `window` positions,
+    itself included; shaped (T, length)."""
     k = torch.arange(length, device=positions.device)
     return (k <= positions[:, None]) & (k > positions[:, None] - window)   # (T, length)
 
 def _windows(sliding_window, sliding_layers, num_layers) -> list:
     "Each block's window (None: it reads the whole context), after checking the settings."
     if sliding_window is None:
-        if sliding_layers is not None: raise ValueError("sliding_layers names blocks to slide, but sliding_window is None: give the window's width")
+        if sliding_layers is not None:
+            raise ValueError("sliding_layers names blocks to slide, but sliding_window is "
+                             "None: give the window's width")
         return [None] * num_layers
     _check_positive_int('sliding_window', sliding_window)
     if sliding_layers is None: return [sliding_window] * num_layers
-    bad = [i for i in sliding_layers if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_layers]
-    if bad: raise ValueError(f"sliding_layers must be block indices 0 to {num_layers - 1}, got {bad[0]!r}")
+    bad = [
+        i for i in sliding_layers
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_layers
+    ]
+    if bad:
+        raise ValueError("sliding_layers must be block indices 0 to "
+                         f"{num_layers - 1}, got {bad[0]!r}")
     return [sliding_window if i in sliding_layers else None for i in range(num_layers)]
 
 class GPT(nn.Module):
-    "A decoder-only Transformer: token embedding and positions, pre-norm `EncoderLayer`s under a causal mask, a final norm, the output layer; GPT-2's block unless the config chooses others."
+    """A decoder-only Transformer: token embedding and positions, pre-norm `EncoderLayer`s under
+    a causal mask, a final norm, the output layer; GPT-2's block unless the config chooses
+    others."""
     model_type = 'transformer_tutorial_gpt'  # config.json's model_type (chapter 11a)
 
-    def __init__(self, vocab_size: int, max_len: int = 256, d_model: int = 128, num_heads: int = 4, num_layers: int = 4,
-                 d_ff: int = 512, dropout: float = 0.0, positions: str = 'learned', activation: str = 'gelu_tanh',
-                 layer_norm_eps: float = 1e-5, norm: str = 'layer', num_kv_heads: Optional[int] = None, rope_base: float = 10000.0,
-                 qkv_bias: bool = True, out_bias: bool = True, ff_bias: bool = True, tie_embeddings: bool = True, rope_scaling: Optional[dict] = None,
-                 sliding_window: Optional[int] = None, sliding_layers: Optional[list] = None, head_dim: Optional[int] = None, qk_norm: bool = False,
-                 qk_norm_per_head: bool = True, norm_output: bool = False, num_experts: int = 0, experts_per_token: int = 2,
-                 renormalize_experts: bool = True, scale_embeddings: bool = False, sandwich_norm: bool = False,
-                 attn_scale: Optional[float] = None, attn_softcap: Optional[float] = None, logit_softcap: Optional[float] = None,
+    def __init__(self, vocab_size: int, max_len: int = 256, d_model: int = 128,
+                 num_heads: int = 4, num_layers: int = 4, d_ff: int = 512, dropout: float = 0.0,
+                 positions: str = 'learned', activation: str = 'gelu_tanh',
+                 layer_norm_eps: float = 1e-5, norm: str = 'layer',
+                 num_kv_heads: Optional[int] = None, rope_base: float = 10000.0,
+                 qkv_bias: bool = True, out_bias: bool = True, ff_bias: bool = True,
+                 tie_embeddings: bool = True, rope_scaling: Optional[dict] = None,
+                 sliding_window: Optional[int] = None, sliding_layers: Optional[list] = None,
+                 head_dim: Optional[int] = None, qk_norm: bool = False,
+                 qk_norm_per_head: bool = True, norm_output: bool = False, num_experts: int = 0,
+                 experts_per_token: int = 2, renormalize_experts: bool = True,
+                 scale_embeddings: bool = False, sandwich_norm: bool = False,
+                 attn_scale: Optional[float] = None, attn_softcap: Optional[float] = None,
+                 logit_softcap: Optional[float] = None,
                  rope_local_base: Optional[float] = None):
         super().__init__()
         _check_choice('positions', positions, POSITIONS); _check_choice('norm', norm, NORMS)
         _check_choice('activation', activation, (*ACTIVATIONS, *GATED))
-        if logit_softcap is not None and (isinstance(logit_softcap, bool) or not isinstance(logit_softcap, (int, float)) or not logit_softcap > 0):
-            raise ValueError(f"logit_softcap must be a positive number or None, got {logit_softcap!r}")
+        if logit_softcap is not None and (
+            isinstance(logit_softcap, bool)
+            or not isinstance(logit_softcap, (int, float))
+            or not logit_softcap > 0
+        ):
+            raise ValueError("logit_softcap must be a positive number or None, got "
+                             f"{logit_softcap!r}")
         if rope_local_base is not None and (positions != 'rope' or sliding_window is None):
-            raise ValueError(f"rope_local_base={rope_local_base!r} is the sliding blocks' RoPE base: it needs positions='rope' and a sliding_window")
+            raise ValueError(f"rope_local_base={rope_local_base!r} is the sliding blocks' RoPE "
+                             "base: it needs positions='rope' and a sliding_window")
         _check_positive_int('vocab_size', vocab_size); _check_positive_int('max_len', max_len)
-        self.windows = _windows(sliding_window, sliding_layers, num_layers)            # each block's window, or None
-        self.config = GPTConfig(vocab_size, max_len, d_model, num_heads, num_layers, d_ff, dropout, positions, activation, layer_norm_eps,
-                                norm, num_kv_heads, rope_base, qkv_bias, out_bias, ff_bias, tie_embeddings, rope_scaling,
-                                sliding_window, None if sliding_layers is None else list(sliding_layers), head_dim, qk_norm,
-                                qk_norm_per_head, norm_output, num_experts, experts_per_token, renormalize_experts, scale_embeddings,
-                                sandwich_norm, attn_scale, attn_softcap, logit_softcap, rope_local_base)
-        self.embed = nn.Embedding(vocab_size, d_model)                                  # E: (V, d_model), scaled only if scale_embeddings
-        self.positions = (LearnedPositionalEmbedding(max_len, d_model, dropout) if positions == 'learned' else
-                          PositionalEncoding(d_model, max_len, dropout) if positions == 'sinusoidal' else
-                          nn.Dropout(dropout))                                          # RoPE adds nothing to the input
+        # each block's window, or None
+        self.windows = _windows(sliding_window, sliding_layers, num_layers)
+        self.config = GPTConfig(vocab_size, max_len, d_model, num_heads, num_layers, d_ff,
+                                dropout, positions, activation, layer_norm_eps, norm,
+                                num_kv_heads, rope_base, qkv_bias, out_bias, ff_bias,
+                                tie_embeddings, rope_scaling, sliding_window,
+                                None if sliding_layers is None else list(sliding_layers),
+                                head_dim, qk_norm, qk_norm_per_head, norm_output, num_experts,
+                                experts_per_token, renormalize_experts, scale_embeddings,
+                                sandwich_norm, attn_scale, attn_softcap, logit_softcap,
+                                rope_local_base)
+        # E: (V, d_model), scaled only if scale_embeddings
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.positions = (LearnedPositionalEmbedding(
+            max_len, d_model, dropout) if positions == 'learned' else PositionalEncoding(
+                d_model, max_len, dropout) if positions == 'sinusoidal' else nn.Dropout(dropout)
+                          )  # RoPE adds nothing to the input
         def attention(window):
-            heads = dict(num_kv_heads=num_kv_heads, out_bias=out_bias, head_dim=head_dim, qk_norm=make_norm if qk_norm else None,
-                         qk_norm_per_head=qk_norm_per_head, scale=attn_scale, softcap=attn_softcap)
-            local = window is not None and rope_local_base is not None                 # Gemma 3's sliding blocks: a base of their own
-            if positions == 'rope': return PositionalSelfAttention(d_model, num_heads, 'rope', dropout=dropout, bias=qkv_bias,
-                                                                   base=rope_local_base if local else rope_base,
-                                                                   scaling=None if local else rope_scaling, **heads)
+            heads = dict(num_kv_heads=num_kv_heads, out_bias=out_bias, head_dim=head_dim,
+                         qk_norm=make_norm if qk_norm else None,
+                         qk_norm_per_head=qk_norm_per_head, scale=attn_scale,
+                         softcap=attn_softcap)
+            # Gemma 3's sliding blocks: a base of their own
+            local = window is not None and rope_local_base is not None
+            if positions == 'rope':
+                return PositionalSelfAttention(d_model, num_heads, 'rope', dropout=dropout,
+                                               bias=qkv_bias,
+                                               base=rope_local_base if local else rope_base,
+                                               scaling=None if local else rope_scaling, **heads)
             return MultiHeadAttention(d_model, num_heads, dropout, qkv_bias, **heads)
-        if num_experts and activation != 'swiglu': raise ValueError(f"num_experts={num_experts}: the experts are SwiGLU feed-forwards; set activation='swiglu'")
+        if num_experts and activation != 'swiglu':
+            raise ValueError(f"num_experts={num_experts}: the experts are SwiGLU "
+                             "feed-forwards; set activation='swiglu'")
         def feed_forward():
-            if num_experts: return MoEFeedForward(d_model, d_ff, num_experts, experts_per_token, renormalize_experts, dropout, ff_bias)
-            if activation in GATED: return SwiGLUFeedForward(d_model, d_ff, dropout, ff_bias, GATED[activation])
+            if num_experts:
+                return MoEFeedForward(d_model, d_ff, num_experts, experts_per_token,
+                                      renormalize_experts, dropout, ff_bias)
+            if activation in GATED:
+                return SwiGLUFeedForward(d_model, d_ff, dropout, ff_bias, GATED[activation])
             return PositionwiseFeedForward(d_model, d_ff, dropout, activation, ff_bias)
         make_norm = partial(LayerNorm if norm == 'layer' else RMSNorm, eps=layer_norm_eps)
-        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first=True, self_attn=attention(w),
-                                                 feed_forward=feed_forward(), norm=make_norm, norm_output=norm_output, sandwich=sandwich_norm)
-                                    for w in self.windows)                              # a GPT block: an encoder layer, causally masked
+        # a GPT block: an encoder layer, causally masked
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first=True,
+                         self_attn=attention(w), feed_forward=feed_forward(), norm=make_norm,
+                         norm_output=norm_output, sandwich=sandwich_norm) for w in self.windows)
         self.norm = make_norm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.apply(_init_gpt2)
-        for layer in self.layers:  # the two projections that write into the residual stream, shrunk by √(2N) as in GPT-2
+        for layer in self.layers:
+            # the two projections that write into the residual stream, shrunk by √(2N) as in
+            # GPT-2
             ff = layer.feed_forward
-            outs = [e.w_down for e in ff.experts] if num_experts else [ff.w_down if activation in GATED else ff.w_2]
-            for w in (layer.self_attn.w_o.weight, *(o.weight for o in outs)): nn.init.normal_(w, std=0.02 / math.sqrt(2 * num_layers))
+            outs = (
+                [e.w_down for e in ff.experts]
+                if num_experts
+                else [ff.w_down if activation in GATED else ff.w_2]
+            )
+            for w in (layer.self_attn.w_o.weight, *(o.weight for o in outs)):
+                nn.init.normal_(w, std=0.02 / math.sqrt(2 * num_layers))
         if tie_embeddings: self.head.weight = self.embed.weight  # tied: one tensor, two uses
 
     @classmethod
@@ -163,78 +240,123 @@ class GPT(nn.Module):
         if isinstance(config, dict): config = GPTConfig.from_dict(config)
         return cls(**config.to_dict())
 
-    def forward(self, idx: torch.Tensor, attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        "Next-token logits (B, L, vocab_size) for token ids `idx` (B, L): position t reads tokens 0..t. With `attention_mask` (B, L), 1 on each text's tokens and 0 on the padding to their left, a text reads only its own tokens and counts its positions from its first, as transformers' `position_ids` do."
-        if idx.dim() != 2: raise ValueError(f"idx must be token ids shaped (B, L), got {tuple(idx.shape)}")
+    def forward(self, idx: torch.Tensor,
+                attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Next-token logits (B, L, vocab_size) for token ids `idx` (B, L): position t reads
+        tokens 0..t. With `attention_mask` (B, L), 1 on each text's tokens and 0 on the
+        padding to their left, a text reads only its own tokens and counts its positions from
+        its first, as transformers' `position_ids` do."""
+        if idx.dim() != 2:
+            raise ValueError(f"idx must be token ids shaped (B, L), got {tuple(idx.shape)}")
         check_token_ids(idx, self.config.vocab_size)
         if idx.size(1) > self.config.max_len:
-            raise ValueError(f"{idx.size(1)} tokens, more than the model's context of max_len={self.config.max_len} positions")
+            raise ValueError(f"{idx.size(1)} tokens, more than the model's context of "
+                             f"max_len={self.config.max_len} positions")
         L = idx.size(1)
-        pad = None if attention_mask is None else left_padding(attention_mask, idx)   # (B,): each row's padding
-        positions = None if pad is None else (torch.arange(L, device=idx.device) - pad[:, None]).clamp(min=0)   # (B, L)
+        # (B,): each row's padding
+        pad = None if attention_mask is None else left_padding(attention_mask, idx)
+        # (B, L)
+        positions = None if pad is None else (torch.arange(L, device=idx.device)
+                                              - pad[:, None]).clamp(min=0)
         x = self.inputs(idx, positions)                 # (B, L, d_model)
-        masks = {w: causal_mask(L, idx.device) if w is None else window_mask(torch.arange(L, device=idx.device), L, w)
-                 for w in set(self.windows)}          # (L, L): True on and below the diagonal (within the window)
+        # (L, L): True on and below the diagonal (within the window)
+        masks = {
+            w: causal_mask(L, idx.device) if w is None else window_mask(
+                torch.arange(L, device=idx.device), L, w)
+            for w in set(self.windows)
+        }
         if pad is not None:                             # (B, 1, L, L): and never a padding key
             keys = torch.arange(L, device=idx.device) >= pad[:, None]
             masks = {w: m & keys[:, None, None, :] for w, m in masks.items()}
-        rotate = positions if self.config.positions == 'rope' else None   # RoPE's attention rotates by them
-        for layer, w in zip(self.layers, self.windows): x = layer(x, masks[w], rotate)   # (B, L, d_model)
+        # RoPE's attention rotates by them
+        rotate = positions if self.config.positions == 'rope' else None
+        # (B, L, d_model)
+        for layer, w in zip(self.layers, self.windows): x = layer(x, masks[w], rotate)
         return self.readout(x)                          # (B, L, V)
 
-    def inputs(self, idx: torch.Tensor, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
-        "The first block's input (B, L, d_model): the token embeddings plus the position table's rows at `positions` ((L,) or (B, L); default 0..L-1; RoPE adds none), then dropout."
+    def inputs(self, idx: torch.Tensor,
+               positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The first block's input (B, L, d_model): the token embeddings plus the position
+        table's rows at `positions` ((L,) or (B, L); default 0..L-1; RoPE adds none), then
+        dropout."""
         x, pos = self.embed_tokens(idx), self.positions
         if positions is None: return pos(x)
-        if isinstance(pos, LearnedPositionalEmbedding): return pos.dropout(x + pos.table.weight[positions])
+        if isinstance(pos, LearnedPositionalEmbedding):
+            return pos.dropout(x + pos.table.weight[positions])
         if isinstance(pos, PositionalEncoding): return pos.dropout(x + pos.pe[positions])
         return pos(x)                                   # RoPE's model: the dropout alone
 
     def embed_tokens(self, idx: torch.Tensor) -> torch.Tensor:
-        "The token embeddings (B, L, d_model) of ids `idx` (B, L), times √d_model where the config says `scale_embeddings` (in their dtype, as Gemma rounds it)."
+        """The token embeddings (B, L, d_model) of ids `idx` (B, L), times √d_model where the
+        config says `scale_embeddings` (in their dtype, as Gemma rounds it)."""
         x = self.embed(idx)
-        return x * torch.tensor(self.config.d_model ** 0.5, dtype=x.dtype) if self.config.scale_embeddings else x
+        return x * torch.tensor(self.config.d_model**0.5,
+                                dtype=x.dtype) if self.config.scale_embeddings else x
 
     def readout(self, x: torch.Tensor) -> torch.Tensor:
-        "Logits (B, L, V) from the last block's output (B, L, d_model): the final norm, the output layer, and with `logit_softcap` c each logit z capped to c·tanh(z / c)."
+        """Logits (B, L, V) from the last block's output (B, L, d_model): the final norm, the
+        output layer, and with `logit_softcap` c each logit z capped to c·tanh(z / c)."""
         logits, c = self.head(self.norm(x)), self.config.logit_softcap
         return logits if c is None else c * torch.tanh(logits / c)
 
 def _init_gpt2(m):
-    "GPT-2's initialization: matrices and embeddings N(0, 0.02), biases 0 (norms keep their gain 1 and bias 0)."
+    """GPT-2's initialization: matrices and embeddings N(0, 0.02), biases 0 (norms keep their
+    gain 1 and bias 0)."""
     if isinstance(m, (nn.Linear, nn.Embedding)): nn.init.normal_(m.weight, std=0.02)
     if isinstance(m, nn.Linear) and m.bias is not None: nn.init.zeros_(m.bias)
 
 # %% ../nbs/17_gpt.ipynb #4bd26f18
 def gpt_parameter_count(config: GPTConfig) -> int:
-    "The number of parameters of a `GPT` of `config` (a tied embedding counted once), from the formulas above and of chapter 17c."
-    V, T, d, f, N = config.vocab_size, config.max_len, config.d_model, config.d_ff, config.num_layers
+    """The number of parameters of a `GPT` of `config` (a tied embedding counted once), from the
+    formulas above and of chapter 17c."""
+    V, T, d, f, N = (
+        config.vocab_size,
+        config.max_len,
+        config.d_model,
+        config.d_ff,
+        config.num_layers,
+    )
     d_head = config.head_dim or d // config.num_heads
-    d_q, d_kv = config.num_heads * d_head, (config.num_kv_heads or config.num_heads) * d_head   # the queries' width; the keys' and values'
+    # the queries' width; the keys' and values'
+    d_q, d_kv = config.num_heads * d_head, (config.num_kv_heads or config.num_heads) * d_head
     gated = config.activation in GATED
-    attention = (2 * d * d_q + 2 * d * d_kv + (d_q + 2 * d_kv) * config.qkv_bias + d * config.out_bias  # W_Q, W_O; W_K, W_V; biases
-                 + (2 * d_head if config.qk_norm_per_head else d_q + d_kv) * config.qk_norm * (2 if config.norm == 'layer' else 1))  # q, k norms
+    # W_Q, W_O; W_K, W_V; biases
+    # q, k norms
+    attention = (2 * d * d_q + 2 * d * d_kv +
+                 (d_q + 2 * d_kv) * config.qkv_bias + d * config.out_bias +
+                 (2 * d_head if config.qk_norm_per_head else d_q + d_kv) * config.qk_norm *
+                 (2 if config.norm == 'layer' else 1))
     feed_forward = (3 if gated else 2) * d * f + ((2 if gated else 1) * f + d) * config.ff_bias
-    if config.num_experts: feed_forward = config.num_experts * (feed_forward + d)   # E experts, and the router's column for each
-    norm = (2 if config.norm == 'layer' else 1) * d                                # a gain, and LayerNorm's bias
-    embeddings = V * d * (1 if config.tie_embeddings else 2) + (T * d if config.positions == 'learned' else 0)
-    return embeddings + N * (attention + feed_forward + (4 if config.sandwich_norm else 2) * norm) + norm
+    # E experts, and the router's column for each
+    if config.num_experts: feed_forward = config.num_experts * (feed_forward + d)
+    norm = (2 if config.norm == 'layer' else 1) * d  # a gain, and LayerNorm's bias
+    embeddings = V * d * (1 if config.tie_embeddings else 2) + (
+        T * d if config.positions == 'learned' else 0
+    )
+    return embeddings + N * (attention + feed_forward +
+                             (4 if config.sandwich_norm else 2) * norm) + norm
 
 def gpt_flops_per_token(config: GPTConfig, length: Optional[int] = None) -> int:
-    "Forward FLOPs per token of a window of `length` tokens (default: the full context): 2 per multiply-add of every matrix product."
+    """Forward FLOPs per token of a window of `length` tokens (default: the full context): 2 per
+    multiply-add of every matrix product."""
     d, f, N, V = config.d_model, config.d_ff, config.num_layers, config.vocab_size
     d_head = config.head_dim or d // config.num_heads
     d_q, d_kv = config.num_heads * d_head, (config.num_kv_heads or config.num_heads) * d_head
     L = config.max_len if length is None else length
     feed_forward = (3 if config.activation in GATED else 2) * d * f
-    if config.num_experts: feed_forward = config.experts_per_token * feed_forward + d * config.num_experts   # the chosen run; the router scores all
+    # the chosen run; the router scores all
+    if config.num_experts:
+        feed_forward = config.experts_per_token * feed_forward + d * config.num_experts
     return 2 * (N * (2 * d * d_q + 2 * d * d_kv + feed_forward) + V * d) + N * 4 * L * d_q
 
 # %% ../nbs/17_gpt.ipynb #3ac53f63
-_MOVED = {**dict.fromkeys(['top_k_filter', 'top_p_filter', 'sample_next', 'gpt_decode_step', 'generate'], 'sampling'),
+_MOVED = {**dict.fromkeys(['top_k_filter', 'top_p_filter', 'sample_next', 'gpt_decode_step',
+                           'generate'], 'sampling'),
           **dict.fromkeys(['gpt2_config', 'load_gpt2_state', 'from_gpt2'], 'gpt2')}
 
 def __getattr__(name):
-    "The names that moved to `sampling` (chapter 17a) and `gpt2` (chapter 17b), imported from there on first use."
-    if name not in _MOVED: raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """The names that moved to `sampling` (chapter 17a) and `gpt2` (chapter 17b), imported from
+    there on first use."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(import_module(f'transformer_tutorial.{_MOVED[name]}'), name)

@@ -13,56 +13,85 @@ from .gpt import GPT, GPTConfig
 from .model_files import _foreign_source
 
 # %% ../nbs/17b_gpt2.ipynb #fcdf0c86
-_GPT2_ACTIVATIONS = {'gelu_new': 'gelu_tanh', 'gelu_pytorch_tanh': 'gelu_tanh', 'gelu': 'gelu', 'relu': 'relu', 'silu': 'silu', 'swish': 'silu'}
+_GPT2_ACTIVATIONS = {
+    'gelu_new': 'gelu_tanh', 'gelu_pytorch_tanh': 'gelu_tanh', 'gelu': 'gelu', 'relu': 'relu',
+    'silu': 'silu', 'swish': 'silu'
+}
 
 def gpt2_config(hf: dict) -> GPTConfig:
-    "The `GPTConfig` of a GPT-2 config (its config.json as a dict); a `ValueError` naming a field the course's GPT cannot express."
+    """The `GPTConfig` of a GPT-2 config (its config.json as a dict); a `ValueError` naming a
+    field the course's GPT cannot express."""
     if hf.get('model_type', 'gpt2') != 'gpt2':
-        raise ValueError(f"the config describes a {hf['model_type']!r} model; from_gpt2 reads GPT-2 (model_type 'gpt2')")
-    missing = [k for k in ('vocab_size', 'n_positions', 'n_embd', 'n_head', 'n_layer') if k not in hf]
+        raise ValueError(f"the config describes a {hf['model_type']!r} model; from_gpt2 reads "
+                         "GPT-2 (model_type 'gpt2')")
+    missing = [
+        k for k in ('vocab_size', 'n_positions', 'n_embd', 'n_head', 'n_layer') if k not in hf
+    ]
     if missing: raise ValueError(f"the GPT-2 config lacks {', '.join(missing)}")
     act = hf.get('activation_function', 'gelu_new')
     if act not in _GPT2_ACTIVATIONS:
-        raise ValueError(f"activation_function {act!r} is not one the course's feed-forward has ({', '.join(_GPT2_ACTIVATIONS)})")
-    for key, want in (('scale_attn_weights', True), ('scale_attn_by_inverse_layer_idx', False), ('add_cross_attention', False)):
-        if hf.get(key, want) != want: raise ValueError(f"{key}={hf[key]!r}: the course's GPT computes {key}={want} only")
+        raise ValueError(f"activation_function {act!r} is not one the course's feed-forward "
+                         f"has ({', '.join(_GPT2_ACTIVATIONS)})")
+    for key, want in (('scale_attn_weights', True), ('scale_attn_by_inverse_layer_idx', False),
+                      ('add_cross_attention', False)):
+        if hf.get(key, want) != want:
+            raise ValueError(f"{key}={hf[key]!r}: the course's GPT computes {key}={want} only")
     d = hf['n_embd']
-    return GPTConfig(hf['vocab_size'], hf['n_positions'], d, hf['n_head'], hf['n_layer'], hf.get('n_inner') or 4 * d, 0.0,
-                     'learned', _GPT2_ACTIVATIONS[act], hf.get('layer_norm_epsilon', 1e-5), tie_embeddings=hf.get('tie_word_embeddings', True))
+    return GPTConfig(hf['vocab_size'], hf['n_positions'], d, hf['n_head'], hf['n_layer'],
+                     hf.get('n_inner') or 4 * d, 0.0, 'learned', _GPT2_ACTIVATIONS[act],
+                     hf.get('layer_norm_epsilon', 1e-5),
+                     tie_embeddings=hf.get('tie_word_embeddings', True))
 
 def _gpt2_shapes(cfg: GPTConfig) -> Dict[str, Tuple[int, ...]]:
     "GPT-2's tensor names (without the 'transformer.' prefix) and shapes for a model of `cfg`."
     d, f = cfg.d_model, cfg.d_ff
-    shapes = {'wte.weight': (cfg.vocab_size, d), 'wpe.weight': (cfg.max_len, d), 'ln_f.weight': (d,), 'ln_f.bias': (d,)}
+    shapes = {
+        'wte.weight': (cfg.vocab_size, d), 'wpe.weight': (cfg.max_len, d), 'ln_f.weight': (d, ),
+        'ln_f.bias': (d, )
+    }
     if not cfg.tie_embeddings: shapes['lm_head.weight'] = (cfg.vocab_size, d)
-    block = {'ln_1.weight': (d,), 'ln_1.bias': (d,), 'attn.c_attn.weight': (d, 3 * d), 'attn.c_attn.bias': (3 * d,),
-             'attn.c_proj.weight': (d, d), 'attn.c_proj.bias': (d,), 'ln_2.weight': (d,), 'ln_2.bias': (d,),
-             'mlp.c_fc.weight': (d, f), 'mlp.c_fc.bias': (f,), 'mlp.c_proj.weight': (f, d), 'mlp.c_proj.bias': (d,)}
+    block = {'ln_1.weight': (d,), 'ln_1.bias': (d,), 'attn.c_attn.weight': (d, 3 * d),
+             'attn.c_attn.bias': (3 * d,),
+             'attn.c_proj.weight': (d, d), 'attn.c_proj.bias': (d,), 'ln_2.weight': (d,),
+             'ln_2.bias': (d,),
+             'mlp.c_fc.weight': (d, f), 'mlp.c_fc.bias': (f,), 'mlp.c_proj.weight': (f, d),
+             'mlp.c_proj.bias': (d,)}
     for i in range(cfg.num_layers): shapes.update({f'h.{i}.{k}': s for k, s in block.items()})
     return shapes
 
 # %% ../nbs/17b_gpt2.ipynb #6e4235ca
 def _unprefixed(state):
     "GPT-2's state dict without the 'transformer.' prefix of its body's names."
-    return {k[len('transformer.'):] if k.startswith('transformer.') else k: v for k, v in state.items()}
+    return {
+        k[len('transformer.'):] if k.startswith('transformer.') else k: v
+        for k, v in state.items()
+    }
 
 @torch.no_grad()
 def load_gpt2_state(model: GPT, state: Dict[str, torch.Tensor]) -> GPT:
-    "Copy a GPT-2 state dict into `model` (every tensor checked first): Conv1D weights transposed, the fused q/k/v split in three, the head tied unless the config unties it."
+    """Copy a GPT-2 state dict into `model` (every tensor checked first): Conv1D weights
+    transposed, the fused q/k/v split in three, the head tied unless the config unties it."""
     state = _unprefixed(state)
     for name, shape in _gpt2_shapes(model.config).items():
-        if name not in state: raise ValueError(f"the GPT-2 state dict lacks {name!r} (expected shape {shape})")
+        if name not in state:
+            raise ValueError(f"the GPT-2 state dict lacks {name!r} (expected shape {shape})")
         if tuple(state[name].shape) != shape:
-            raise ValueError(f"GPT-2 tensor {name!r} has shape {tuple(state[name].shape)}, expected {shape} from the config")
+            raise ValueError(f"GPT-2 tensor {name!r} has shape {tuple(state[name].shape)}, "
+                             f"expected {shape} from the config")
     d = model.config.d_model
-    def linear(lin, w, b): lin.weight.copy_(w.T); lin.bias.copy_(b)        # Conv1D's (in, out) is nn.Linear's weight transposed
-    def norm(ln, name): ln.weight.copy_(state[f'{name}.weight']); ln.bias.copy_(state[f'{name}.bias'])
-    model.embed.weight.copy_(state['wte.weight']); model.positions.table.weight.copy_(state['wpe.weight'])
+    # Conv1D's (in, out) is nn.Linear's weight transposed
+    def linear(lin, w, b): lin.weight.copy_(w.T); lin.bias.copy_(b)
+    def norm(ln, name):
+        ln.weight.copy_(state[f'{name}.weight']); ln.bias.copy_(state[f'{name}.bias'])
+    model.embed.weight.copy_(state['wte.weight'])
+    model.positions.table.weight.copy_(state['wpe.weight'])
     if not model.config.tie_embeddings: model.head.weight.copy_(state['lm_head.weight'])
     for i, layer in enumerate(model.layers):
         p, attn, ff = f'h.{i}.', layer.self_attn, layer.feed_forward
-        w, b = state[p + 'attn.c_attn.weight'], state[p + 'attn.c_attn.bias']     # (d, 3d), (3d,): q, k, v side by side
-        for j, lin in enumerate((attn.w_q, attn.w_k, attn.w_v)): linear(lin, w[:, j * d:(j + 1) * d], b[j * d:(j + 1) * d])
+        # (d, 3d), (3d,): q, k, v side by side
+        w, b = state[p + 'attn.c_attn.weight'], state[p + 'attn.c_attn.bias']
+        for j, lin in enumerate((attn.w_q, attn.w_k, attn.w_v)):
+            linear(lin, w[:, j * d:(j + 1) * d], b[j * d:(j + 1) * d])
         linear(attn.w_o, state[p + 'attn.c_proj.weight'], state[p + 'attn.c_proj.bias'])
         linear(ff.w_1, state[p + 'mlp.c_fc.weight'], state[p + 'mlp.c_fc.bias'])
         linear(ff.w_2, state[p + 'mlp.c_proj.weight'], state[p + 'mlp.c_proj.bias'])
@@ -71,9 +100,12 @@ def load_gpt2_state(model: GPT, state: Dict[str, torch.Tensor]) -> GPT:
     return model
 
 def from_gpt2(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with GPT-2's weights, from a `transformers` `GPT2LMHeadModel`, its state dict (with its `config`), or a folder or Hub id holding config.json and model.safetensors (read without pickle)."
+    """A `GPT` in eval mode with GPT-2's weights, from a `transformers` `GPT2LMHeadModel`, its
+    state dict (with its `config`), or a folder or Hub id holding config.json and
+    model.safetensors (read without pickle)."""
     hf, state = _foreign_source(source, config, 'GPT-2')
     model = GPT.from_config(gpt2_config(hf))
     wte = _unprefixed(state).get('wte.weight')
-    if wte is not None and wte.is_floating_point(): model.to(wte.dtype)          # float64 weights stay float64
+    # float64 weights stay float64
+    if wte is not None and wte.is_floating_point(): model.to(wte.dtype)
     return load_gpt2_state(model, state).eval()

@@ -14,10 +14,12 @@ from .validation import _check_width
 
 # %% ../nbs/05_layer_norm.ipynb #4c6461ce
 class LayerNorm(nn.Module):
-    "Normalize the last dimension to mean 0 and variance 1 (biased, eps inside the root), then scale and shift."
+    """Normalize the last dimension to mean 0 and variance 1 (biased, eps inside the root), then
+    scale and shift."""
     def __init__(self, d_model: int, eps: float = 1e-5, fused: bool = True):
         super().__init__()
-        self.d_model, self.eps, self.fused = d_model, eps, fused  # fused: F.layer_norm, the same formula in one kernel; else the lines below
+        # fused: F.layer_norm, the same formula in one kernel; else the lines below
+        self.d_model, self.eps, self.fused = d_model, eps, fused
         self.weight = nn.Parameter(torch.ones(d_model))  # gamma
         self.bias = nn.Parameter(torch.zeros(d_model))   # beta
 
@@ -30,16 +32,31 @@ class LayerNorm(nn.Module):
 
 # %% ../nbs/05_layer_norm.ipynb #d9d18922
 class SublayerConnection(nn.Module):
-    "A residual around `sublayer`: pre-LN x + drop(f(norm(x))) or post-LN norm(x + drop(f(x))); with `norm_output`, x + drop(norm(f(x))), the sublayer's output normed (OLMo 2, chapter 17c); with `sandwich`, x + drop(norm'(f(norm(x)))), its input and its output each normed by a norm of its own (Gemma); `norm` makes the norm from d_model (a LayerNorm unless given)."
-    def __init__(self, d_model: int, dropout: float = 0.0, norm_first: bool = True, norm: Callable[[int], nn.Module] = LayerNorm,
-                 norm_output: bool = False, sandwich: bool = False):
+    """A residual around `sublayer`: pre-LN x + drop(f(norm(x))) or post-LN norm(x +
+    drop(f(x))); with `norm_output`, x + drop(norm(f(x))), the sublayer's output normed (OLMo
+    2, chapter 17c); with `sandwich`, x + drop(norm'(f(norm(x)))), its input and its output
+    each normed by a norm of its own (Gemma); `norm` makes the norm from d_model (a LayerNorm
+    unless given)."""
+    def __init__(self, d_model: int, dropout: float = 0.0, norm_first: bool = True,
+                 norm: Callable[[int], nn.Module] = LayerNorm, norm_output: bool = False,
+                 sandwich: bool = False):
         super().__init__()
-        if sandwich and (norm_output or not norm_first): raise ValueError("sandwich norms a pre-norm sublayer's output too: it needs norm_first=True and norm_output=False")
-        self.norm, self.dropout, self.norm_first, self.norm_output = norm(d_model), nn.Dropout(dropout), norm_first, norm_output
-        self.norm_after = norm(d_model) if sandwich else None   # Gemma's second norm, on the sublayer's output
+        if sandwich and (norm_output or not norm_first):
+            raise ValueError("sandwich norms a pre-norm sublayer's output too: it needs "
+                             "norm_first=True and norm_output=False")
+        self.norm, self.dropout, self.norm_first, self.norm_output = norm(d_model), nn.Dropout(
+            dropout), norm_first, norm_output
+        # Gemma's second norm, on the sublayer's output
+        self.norm_after = norm(d_model) if sandwich else None
 
-    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        if self.norm_output: return x + self.dropout(self.norm(sublayer(x)))  # the sublayer's output normed; the residual path never
-        if self.norm_after is not None: return x + self.dropout(self.norm_after(sublayer(self.norm(x))))   # both: Gemma's sandwich
-        if self.norm_first: return x + self.dropout(sublayer(self.norm(x)))  # pre-LN: residual path not normalized
-        return self.norm(x + self.dropout(sublayer(x)))                      # post-LN: normalize after the sum
+    def forward(
+        self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        # the sublayer's output normed; the residual path never
+        if self.norm_output: return x + self.dropout(self.norm(sublayer(x)))
+        # both: Gemma's sandwich
+        if self.norm_after is not None:
+            return x + self.dropout(self.norm_after(sublayer(self.norm(x))))
+        # pre-LN: residual path not normalized
+        if self.norm_first: return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))  # post-LN: normalize after the sum

@@ -16,52 +16,78 @@ from .layer_norm import LayerNorm, SublayerConnection
 
 # %% ../nbs/08_encoder_decoder.ipynb #8838a0f2
 class EncoderLayer(nn.Module):
-    "Self-attention then feed-forward, each inside a residual; pre-LN when `norm_first`, else post-LN (`norm_output`: each sublayer's output normed, `sandwich`: its input and its output, as `SublayerConnection` says). `self_attn`, `feed_forward` and `norm` replace the 2017 parts."
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True,
-                 activation: str = 'relu', self_attn: Optional[nn.Module] = None, feed_forward: Optional[nn.Module] = None,
-                 norm: Callable[[int], nn.Module] = LayerNorm, norm_output: bool = False, sandwich: bool = False):
+    """Self-attention then feed-forward, each inside a residual; pre-LN when `norm_first`, else
+    post-LN (`norm_output`: each sublayer's output normed, `sandwich`: its input and its output,
+    as `SublayerConnection` says). `self_attn`, `feed_forward` and `norm` replace the 2017
+    parts."""
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
+                 norm_first: bool = True, activation: str = 'relu',
+                 self_attn: Optional[nn.Module] = None,
+                 feed_forward: Optional[nn.Module] = None,
+                 norm: Callable[[int], nn.Module] = LayerNorm, norm_output: bool = False,
+                 sandwich: bool = False):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout) if self_attn is None else self_attn
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, activation) if feed_forward is None else feed_forward
-        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first, norm, norm_output, sandwich) for _ in range(2))
+        self.self_attn = (
+            MultiHeadAttention(d_model, num_heads, dropout) if self_attn is None else self_attn
+        )
+        self.feed_forward = PositionwiseFeedForward(
+            d_model, d_ff, dropout, activation) if feed_forward is None else feed_forward
+        self.sublayers = nn.ModuleList(
+            SublayerConnection(d_model, dropout, norm_first, norm, norm_output, sandwich)
+            for _ in range(2))
         self.norm_first = norm_first
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
-        "x: (B, L, d_model); mask: boolean, True = may attend, broadcastable to (B, H, L, L); `positions` (B, L), each token's, for a self-attention that rotates by them (RoPE)."
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
+                positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """x: (B, L, d_model); mask: boolean, True = may attend, broadcastable to (B, H, L, L);
+        `positions` (B, L), each token's, for a self-attention that rotates by them (RoPE)."""
         extra = {} if positions is None else {'positions': positions}
-        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, mask, need_weights=False, **extra)[0])
+        x = self.sublayers[0](
+            x, lambda y: self.self_attn(y, y, y, mask, need_weights=False, **extra)[0])
         return self.sublayers[1](x, self.feed_forward)  # (B, L, d_model)
 
 # %% ../nbs/08_encoder_decoder.ipynb #92dc5d51
 class DecoderLayer(nn.Module):
-    "Masked self-attention, cross-attention to `memory`, then feed-forward, each inside a residual."
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = True,
-                 activation: str = 'relu'):
+    """Masked self-attention, cross-attention to `memory`, then feed-forward, each inside a
+    residual."""
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
+                 norm_first: bool = True, activation: str = 'relu'):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
-        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(3))
+        self.sublayers = nn.ModuleList(
+            SublayerConnection(d_model, dropout, norm_first) for _ in range(3))
         self.norm_first = norm_first
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                tgt_mask: Optional[torch.Tensor] = None,
+                memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         "x: (B, Lt, d_model), memory: (B, Ls, d_model); masks boolean, True = may attend."
-        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, need_weights=False)[0])
-        # queries from the (normalized) decoder stream; keys AND values from the encoder's output
-        x = self.sublayers[1](x, lambda y: self.cross_attn(y, memory, memory, memory_mask, need_weights=False)[0])
+        x = self.sublayers[0](
+            x, lambda y: self.self_attn(y, y, y, tgt_mask, need_weights=False)[0])
+        # queries from the (normalized) decoder stream; keys AND values from the encoder's
+        # output
+        x = self.sublayers[1](
+            x, lambda y: self.cross_attn(y, memory, memory, memory_mask, need_weights=False)[0])
         return self.sublayers[2](x, self.feed_forward)  # (B, Lt, d_model)
 
 # %% ../nbs/08_encoder_decoder.ipynb #d4a33ff0
 def _final_norm(d_model, norm_first, final_norm):
     "The stack's last LayerNorm: by default only pre-LN stacks need one."
-    return LayerNorm(d_model) if (norm_first if final_norm is None else final_norm) else nn.Identity()
+    return LayerNorm(d_model) if (
+        norm_first if final_norm is None else final_norm) else nn.Identity()
 
 class Encoder(nn.Module):
-    "`num_layers` encoder layers, then a final LayerNorm (`final_norm=None` means: iff `norm_first`)."
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, num_layers: int, dropout: float = 0.0, norm_first: bool = True,
+    """`num_layers` encoder layers, then a final LayerNorm (`final_norm=None` means: iff
+    `norm_first`)."""
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, num_layers: int,
+                 dropout: float = 0.0, norm_first: bool = True,
                  final_norm: Optional[bool] = None, activation: str = 'relu'):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers))
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
+            for _ in range(num_layers))
         self.norm = _final_norm(d_model, norm_first, final_norm)
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -69,14 +95,20 @@ class Encoder(nn.Module):
         return self.norm(x)  # (B, Ls, d_model): the memory
 
 class Decoder(nn.Module):
-    "`num_layers` decoder layers, all reading the same `memory`, then a final LayerNorm (iff `norm_first` by default)."
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, num_layers: int, dropout: float = 0.0, norm_first: bool = True,
+    """`num_layers` decoder layers, all reading the same `memory`, then a final LayerNorm (iff
+    `norm_first` by default)."""
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, num_layers: int,
+                 dropout: float = 0.0, norm_first: bool = True,
                  final_norm: Optional[bool] = None, activation: str = 'relu'):
         super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers))
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
+            for _ in range(num_layers))
         self.norm = _final_norm(d_model, norm_first, final_norm)
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                tgt_mask: Optional[torch.Tensor] = None,
+                memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         for layer in self.layers: x = layer(x, memory, tgt_mask, memory_mask)
         return self.norm(x)  # (B, Lt, d_model)
 
@@ -91,34 +123,58 @@ def _copy_layer_norm(src, dst):
 
 def _check_same_layout(layer, torch_layer):
     "Refuse to copy between layers that would compute different functions."
-    parts = [layer.self_attn, getattr(layer, 'cross_attn', layer.self_attn), layer.feed_forward, *(s.norm for s in layer.sublayers)]
-    if any(type(p) not in (MultiHeadAttention, PositionwiseFeedForward, LayerNorm) for p in parts):
-        raise ValueError("the layer was built with other parts than the 2017 ones (attention, feed-forward, LayerNorm); "
+    parts = [
+        layer.self_attn,
+        getattr(layer, 'cross_attn', layer.self_attn),
+        layer.feed_forward,
+        *(s.norm for s in layer.sublayers),
+    ]
+    if any(
+            type(p) not in (MultiHeadAttention, PositionwiseFeedForward, LayerNorm)
+            for p in parts):
+        raise ValueError("the layer was built with other parts than the 2017 ones (attention, "
+                         "feed-forward, LayerNorm); "
                          "PyTorch's layer has only those")
     if layer.norm_first != torch_layer.norm_first:
-        raise ValueError(f"norm_first differs: ours {layer.norm_first}, torch's {torch_layer.norm_first}")
+        raise ValueError(f"norm_first differs: ours {layer.norm_first}, torch's "
+                         f"{torch_layer.norm_first}")
     if torch_layer.linear1.weight.shape != layer.feed_forward.w_1.weight.shape:
-        raise ValueError(f"feed-forward shapes differ: ours {tuple(layer.feed_forward.w_1.weight.shape)}, "
+        raise ValueError("feed-forward shapes differ: ours "
+                         f"{tuple(layer.feed_forward.w_1.weight.shape)}, "
                          f"torch's {tuple(torch_layer.linear1.weight.shape)}")
-    theirs = {F.relu: 'relu', F.gelu: 'gelu'}.get(torch_layer.activation)  # torch's two named activations; a callable is trusted
+    # torch's two named activations; a callable is trusted
+    theirs = {F.relu: 'relu', F.gelu: 'gelu'}.get(torch_layer.activation)
     if theirs is not None and theirs != layer.feed_forward.activation:
-        raise ValueError(f"activation differs: ours {layer.feed_forward.activation!r}, torch's {theirs!r}")
+        raise ValueError(f"activation differs: ours {layer.feed_forward.activation!r}, "
+                         f"torch's {theirs!r}")
 
 @torch.no_grad()
-def copy_encoder_layer_to_torch(layer: "EncoderLayer", torch_layer: nn.TransformerEncoderLayer) -> nn.TransformerEncoderLayer:
-    "Copy an `EncoderLayer`'s weights into a `torch.nn.TransformerEncoderLayer`; returns `torch_layer`."
+def copy_encoder_layer_to_torch(
+        layer: "EncoderLayer",
+        torch_layer: nn.TransformerEncoderLayer) -> nn.TransformerEncoderLayer:
+    """Copy an `EncoderLayer`'s weights into a `torch.nn.TransformerEncoderLayer`; returns
+    `torch_layer`."""
     _check_same_layout(layer, torch_layer)
     copy_mha_to_torch(layer.self_attn, torch_layer.self_attn)
-    _copy_linear(layer.feed_forward.w_1, torch_layer.linear1); _copy_linear(layer.feed_forward.w_2, torch_layer.linear2)
-    for sub, norm in zip(layer.sublayers, [torch_layer.norm1, torch_layer.norm2]): _copy_layer_norm(sub.norm, norm)
+    _copy_linear(layer.feed_forward.w_1, torch_layer.linear1)
+    _copy_linear(layer.feed_forward.w_2, torch_layer.linear2)
+    for sub, norm in zip(layer.sublayers, [torch_layer.norm1, torch_layer.norm2]):
+        _copy_layer_norm(sub.norm, norm)
     return torch_layer
 
 @torch.no_grad()
-def copy_decoder_layer_to_torch(layer: "DecoderLayer", torch_layer: nn.TransformerDecoderLayer) -> nn.TransformerDecoderLayer:
-    "Copy a `DecoderLayer`'s weights into a `torch.nn.TransformerDecoderLayer`; returns `torch_layer`."
+def copy_decoder_layer_to_torch(
+        layer: "DecoderLayer",
+        torch_layer: nn.TransformerDecoderLayer) -> nn.TransformerDecoderLayer:
+    """Copy a `DecoderLayer`'s weights into a `torch.nn.TransformerDecoderLayer`; returns
+    `torch_layer`."""
     _check_same_layout(layer, torch_layer)
     copy_mha_to_torch(layer.self_attn, torch_layer.self_attn)
-    copy_mha_to_torch(layer.cross_attn, torch_layer.multihead_attn)  # torch's name for cross-attention
-    _copy_linear(layer.feed_forward.w_1, torch_layer.linear1); _copy_linear(layer.feed_forward.w_2, torch_layer.linear2)
-    for sub, norm in zip(layer.sublayers, [torch_layer.norm1, torch_layer.norm2, torch_layer.norm3]): _copy_layer_norm(sub.norm, norm)
+    # torch's name for cross-attention
+    copy_mha_to_torch(layer.cross_attn, torch_layer.multihead_attn)
+    _copy_linear(layer.feed_forward.w_1, torch_layer.linear1)
+    _copy_linear(layer.feed_forward.w_2, torch_layer.linear2)
+    for sub, norm in zip(layer.sublayers,
+                         [torch_layer.norm1, torch_layer.norm2, torch_layer.norm3]):
+        _copy_layer_norm(sub.norm, norm)
     return torch_layer

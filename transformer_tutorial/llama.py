@@ -15,226 +15,422 @@ from typing import Dict, Optional, Tuple, Union
 import torch
 from .gpt import GPT, GPTConfig
 from .positions import rope_attention_factor, rope_permutation
-from .model_files import _foreign_source, _write_safetensors, CONFIG_NAME, WEIGHTS_NAME
+from .model_files import _foreign_source, _write_safetensors, CONFIG_NAME
+from .model_files import WEIGHTS_NAME
 from .utils import atomic_write
 
 # %% ../nbs/17c_llama.ipynb #b2c3d4e5
-LLAMA_BLOCK = dict(norm='rms', activation='swiglu', positions='rope', qkv_bias=False, out_bias=False, ff_bias=False,
-                   tie_embeddings=False)   # GPT's fields for Llama's block (Qwen2's: qkv_bias=True)
+# GPT's fields for Llama's block (Qwen2's: qkv_bias=True)
+LLAMA_BLOCK = dict(norm='rms', activation='swiglu', positions='rope', qkv_bias=False,
+                   out_bias=False, ff_bias=False, tie_embeddings=False)
 
 # %% ../nbs/17c_llama.ipynb #be08e6ae
-FAMILIES = {'llama': ('Llama', 'LlamaForCausalLM'), 'qwen2': ('Qwen2', 'Qwen2ForCausalLM'), 'mistral': ('Mistral', 'MistralForCausalLM'),
-            'qwen3': ('Qwen3', 'Qwen3ForCausalLM'), 'phi3': ('Phi-3', 'Phi3ForCausalLM'),
-            'olmo2': ('OLMo 2', 'Olmo2ForCausalLM'), 'mixtral': ('Mixtral', 'MixtralForCausalLM'),
-            'qwen3_moe': ('Qwen3-MoE', 'Qwen3MoeForCausalLM'), 'gemma': ('Gemma', 'GemmaForCausalLM'),
-            'gemma2': ('Gemma 2', 'Gemma2ForCausalLM'), 'gemma3_text': ('Gemma 3', 'Gemma3ForCausalLM')}  # model_type: (name, transformers class)
-_GEMMA = ('gemma', 'gemma2', 'gemma3_text')   # GEGLU, embeddings times √d, every norm's gain stored as g - 1, tied by default
-_EXPERTS = {'mixtral': ('num_local_experts', 8), 'qwen3_moe': ('num_experts', 128)}   # the published key of the number of experts, and its default
-_QWEN2_BIASES = dict(qkv_bias=True, out_bias=False, ff_bias=False)      # fixed in Qwen2's code: q, k, v projections only
-_MISTRAL_BIASES = dict(qkv_bias=False, out_bias=False, ff_bias=False)  # fixed in Mistral's and Phi-3's code: none
-_EPS = {'phi3': 1e-5, 'olmo2': 1e-5}                                                   # rms_norm_eps when a config omits it (1e-6: the others')
+# model_type: (name, transformers class)
+FAMILIES = {
+    'llama': ('Llama', 'LlamaForCausalLM'),
+    'qwen2': ('Qwen2', 'Qwen2ForCausalLM'),
+    'mistral': ('Mistral', 'MistralForCausalLM'),
+    'qwen3': ('Qwen3', 'Qwen3ForCausalLM'),
+    'phi3': ('Phi-3', 'Phi3ForCausalLM'),
+    'olmo2': ('OLMo 2', 'Olmo2ForCausalLM'),
+    'mixtral': ('Mixtral', 'MixtralForCausalLM'),
+    'qwen3_moe': ('Qwen3-MoE', 'Qwen3MoeForCausalLM'),
+    'gemma': ('Gemma', 'GemmaForCausalLM'),
+    'gemma2': ('Gemma 2', 'Gemma2ForCausalLM'),
+    'gemma3_text': ('Gemma 3', 'Gemma3ForCausalLM'),
+}
+# GEGLU, embeddings times √d, every norm's gain stored as g - 1, tied by default
+_GEMMA = ('gemma', 'gemma2', 'gemma3_text')
+# the published key of the number of experts, and its default
+_EXPERTS = {'mixtral': ('num_local_experts', 8), 'qwen3_moe': ('num_experts', 128)}
+# fixed in Qwen2's code: q, k, v projections only
+_QWEN2_BIASES = dict(qkv_bias=True, out_bias=False, ff_bias=False)
+# fixed in Mistral's and Phi-3's code: none
+_MISTRAL_BIASES = dict(qkv_bias=False, out_bias=False, ff_bias=False)
+_EPS = {'phi3': 1e-5, 'olmo2': 1e-5}  # rms_norm_eps when a config omits it (1e-6: the others')
 
 def _rope(hf: dict) -> Tuple[float, Optional[dict]]:
-    "RoPE's base and scaling from a config in either of transformers' spellings (rope_parameters since 5.0; rope_theta and rope_scaling before), the scaling filled in as transformers fills it."
+    """RoPE's base and scaling from a config in either of transformers' spellings
+    (rope_parameters since 5.0; rope_theta and rope_scaling before), the scaling filled in as
+    transformers fills it."""
     params = hf.get('rope_parameters') or {}
-    if 'full_attention' in params: params = params['full_attention']   # Gemma 3's, one per kind of layer: the full layers' here, the sliding ones' in _rope_local
-    source = hf.get('rope_scaling') or params                           # as transformers reads them: rope_scaling, when set, replaces the other
-    phi3 = hf.get('model_type') == 'phi3'                                # Phi3Config reads its 'su' and 'yarn' as LongRoPE
-    kind_of = lambda d: 'longrope' if phi3 and d.get('rope_type', d.get('type')) in ('su', 'yarn') else d.get('rope_type') or d.get('type') or 'default'
+    # Gemma 3's, one per kind of layer: the full layers' here, the sliding ones' in _rope_local
+    if 'full_attention' in params: params = params['full_attention']
+    # as transformers reads them: rope_scaling, when set, replaces the other
+    source = hf.get('rope_scaling') or params
+    phi3 = hf.get('model_type') == 'phi3'  # Phi3Config reads its 'su' and 'yarn' as LongRoPE
+    kind_of = lambda d: 'longrope' if phi3 and d.get('rope_type', d.get('type')) in (
+        'su', 'yarn') else d.get('rope_type') or d.get('type') or 'default'
     scaling = None
     if kind_of(source) != 'default':
-        if source.get('partial_rotary_factor', 1.0) != 1.0: raise ValueError(f"partial_rotary_factor={source['partial_rotary_factor']}: the course rotates every feature pair")
-        scaling = {'rope_type': kind_of(source), **{k: v for k, v in source.items() if k not in ('type', 'rope_type', 'rope_theta', 'partial_rotary_factor')}}
-        if scaling['rope_type'] in ('llama3', 'yarn', 'longrope'):   # the context trained on: the config's own key wins, as in transformers
-            scaling['original_max_position_embeddings'] = (hf.get('original_max_position_embeddings') or (4096 if phi3 else None)   # Phi3Config's default
-                                                           or scaling.get('original_max_position_embeddings') or hf['max_position_embeddings'])
-        if scaling['rope_type'] == 'longrope' and scaling.get('factor') is None:   # the stretch, for LongRoPE's attention factor
-            scaling['factor'] = hf['max_position_embeddings'] / scaling['original_max_position_embeddings']
-        if scaling['rope_type'] == 'dynamic': scaling['original_max_position_embeddings'] = hf['max_position_embeddings']   # transformers' n_0
+        if source.get('partial_rotary_factor', 1.0) != 1.0:
+            raise ValueError(f"partial_rotary_factor={source['partial_rotary_factor']}: the "
+                             "course rotates every feature pair")
+        scaling = {
+            'rope_type': kind_of(source),
+            **{
+                k: v
+                for k, v in source.items()
+                if k not in ('type', 'rope_type', 'rope_theta', 'partial_rotary_factor')
+            },
+        }
+        if scaling['rope_type'] in ('llama3', 'yarn', 'longrope'):
+            # the context trained on: the config's own key wins, as in transformers
+            # Phi3Config's default
+            scaling['original_max_position_embeddings'] = (
+                hf.get('original_max_position_embeddings') or (4096 if phi3 else None)
+                or scaling.get('original_max_position_embeddings')
+                or hf['max_position_embeddings'])
+        if scaling['rope_type'] == 'longrope' and scaling.get('factor') is None:
+            # the stretch, for LongRoPE's attention factor
+            scaling['factor'] = hf['max_position_embeddings'] / scaling[
+                'original_max_position_embeddings']
+        # transformers' n_0
+        if scaling['rope_type'] == 'dynamic':
+            scaling['original_max_position_embeddings'] = hf['max_position_embeddings']
         if scaling['rope_type'] == 'yarn' and scaling.get('factor') is None:
-            scaling['factor'] = hf['max_position_embeddings'] / scaling['original_max_position_embeddings']
-        rope_attention_factor(scaling)                               # refuses an unknown type or a missing key, naming it
+            scaling['factor'] = hf['max_position_embeddings'] / scaling[
+                'original_max_position_embeddings']
+        rope_attention_factor(scaling)  # refuses an unknown type or a missing key, naming it
     theta = source.get('rope_theta', hf.get('rope_theta', 10000.0))
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
-        raise ValueError(f"rope_theta={theta!r}: RoPE's base must be a positive number (10000.0 in the paper)")
+        raise ValueError(f"rope_theta={theta!r}: RoPE's base must be a positive number "
+                         "(10000.0 in the paper)")
     return float(theta), scaling
 
 def _rope_local(hf: dict, family: str) -> Optional[float]:
-    "Gemma 3's RoPE base for its sliding layers, unscaled (rope_parameters' sliding_attention entry, or rope_local_base_freq before transformers 5); None for the other families."
+    """Gemma 3's RoPE base for its sliding layers, unscaled (rope_parameters' sliding_attention
+    entry, or rope_local_base_freq before transformers 5); None for the other families."""
     if family != 'gemma3_text': return None
-    local = (hf.get('rope_parameters') or {}).get('sliding_attention') or {'rope_theta': hf.get('rope_local_base_freq', 10000.0)}
-    if (local.get('rope_type') or 'default') != 'default': raise ValueError(f"rope_parameters' sliding_attention has rope_type={local['rope_type']!r}: the course scales only the full layers' RoPE")
+    local = (hf.get('rope_parameters') or {}).get('sliding_attention') or {
+        'rope_theta': hf.get('rope_local_base_freq', 10000.0)
+    }
+    if (local.get('rope_type') or 'default') != 'default':
+        raise ValueError("rope_parameters' sliding_attention has "
+                         f"rope_type={local['rope_type']!r}: the course scales only the "
+                         "full layers' RoPE")
     return float(local['rope_theta'])
 
-_POSITIVE_INTS = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'max_position_embeddings')
+_POSITIVE_INTS = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers',
+                  'num_attention_heads', 'max_position_embeddings')
 
 def _check_types(hf: dict, name: str):
-    "Raise a `ValueError` naming the first field of a config.json whose value has the wrong type: sizes positive integers, eps a positive number, switches booleans."
+    """Raise a `ValueError` naming the first field of a config.json whose value has the wrong
+    type: sizes positive integers, eps a positive number, switches booleans."""
     for k in _POSITIVE_INTS + ('num_key_value_heads',):
         v = hf.get(k)
-        if k == 'num_key_value_heads' and v is None: continue            # null: as many as the query heads
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{k}={v!r} in the {name} config: it must be a positive integer")
-    eps = hf.get('rms_norm_eps', 1e-6)   # the type only: each family's default is a positive number
+        # null: as many as the query heads
+        if k == 'num_key_value_heads' and v is None: continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{k}={v!r} in the {name} config: it must be a positive integer")
+    # the type only: each family's default is a positive number
+    eps = hf.get('rms_norm_eps', 1e-6)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
-        raise ValueError(f"rms_norm_eps={eps!r} in the {name} config: it must be a positive number (1e-6, say)")
+        raise ValueError(f"rms_norm_eps={eps!r} in the {name} config: it must be a positive "
+                         "number (1e-6, say)")
     for k in ('tie_word_embeddings', 'attention_bias', 'mlp_bias', 'use_sliding_window'):
-        if k in hf and not isinstance(hf[k], bool): raise ValueError(f"{k}={hf[k]!r} in the {name} config: it must be a JSON boolean, true or false")
+        if k in hf and not isinstance(hf[k], bool):
+            raise ValueError(f"{k}={hf[k]!r} in the {name} config: it must be a JSON "
+                             "boolean, true or false")
 
 def _sliding_layers(hf: dict, family: str) -> Tuple[list, str]:
-    "The layers that attend through a sliding window and why, as transformers decides: those `layer_types` names 'sliding_attention'; else Mistral's every layer when sliding_window is not null; else by Qwen2Config's rule, every layer i >= max_window_layers when use_sliding_window and sliding_window is not null."
-    if hf.get('layer_types') is not None: return [i for i, t in enumerate(hf['layer_types']) if t == 'sliding_attention'], "layer_types says 'sliding_attention'"
-    if family in ('gemma2', 'gemma3_text'):                                  # Gemma2Config's rule: every other layer, the first sliding; Gemma3TextConfig's: all but every sliding_window_pattern-th
+    """The layers that attend through a sliding window and why, as transformers decides: those
+    `layer_types` names 'sliding_attention'; else Mistral's every layer when sliding_window is
+    not null; else by Qwen2Config's rule, every layer i >= max_window_layers when
+    use_sliding_window and sliding_window is not null."""
+    if hf.get('layer_types') is not None:
+        return [i for i, t in enumerate(hf['layer_types'])
+                if t == 'sliding_attention'], "layer_types says 'sliding_attention'"
+    if family in ('gemma2', 'gemma3_text'):
+        # Gemma2Config's rule: every other layer, the first sliding; Gemma3TextConfig's: all but
+        # every sliding_window_pattern-th
         every = 2 if family == 'gemma2' else hf.get('sliding_window_pattern', 6)
-        return [i for i in range(hf['num_hidden_layers']) if (i + 1) % every], f"{'Gemma 2 slides every other layer' if every == 2 else f'sliding_window_pattern={every}'}"
-    if family in ('mistral', 'phi3', 'mixtral'):                            # every layer when there is a window; 4096: MistralConfig's default, None: the others'
-        return (list(range(hf['num_hidden_layers'])) if hf.get('sliding_window', 4096 if family == 'mistral' else None) is not None else []), 'sliding_window is set'
-    if family not in ('qwen2', 'qwen3', 'qwen3_moe') or not hf.get('use_sliding_window') or ('sliding_window' in hf and hf['sliding_window'] is None): return [], ''
-    first = hf.get('max_window_layers', 48 if family == 'qwen3_moe' else 28)   # Qwen3MoeConfig's default; Qwen2Config's and Qwen3Config's
-    return list(range(first, hf['num_hidden_layers'])), f"use_sliding_window=True and max_window_layers={first}"
+        why = ('Gemma 2 slides every other layer' if every == 2
+               else f'sliding_window_pattern={every}')
+        return [i for i in range(hf['num_hidden_layers']) if (i + 1) % every], why
+    if family in ('mistral', 'phi3', 'mixtral'):
+        # every layer when there is a window; 4096: MistralConfig's default, None: the others'
+        return (
+            list(range(hf['num_hidden_layers']))
+            if hf.get('sliding_window', 4096 if family == 'mistral' else None) is not None
+            else []
+        ), 'sliding_window is set'
+    if family not in ('qwen2', 'qwen3', 'qwen3_moe') or not hf.get('use_sliding_window') or (
+            'sliding_window' in hf and hf['sliding_window'] is None):
+        return [], ''
+    # Qwen3MoeConfig's default; Qwen2Config's and Qwen3Config's
+    first = hf.get('max_window_layers', 48 if family == 'qwen3_moe' else 28)
+    return (
+        list(range(first, hf['num_hidden_layers'])),
+        f"use_sliding_window=True and max_window_layers={first}",
+    )
 
 def _window(hf: dict, family: str) -> Tuple[Optional[int], Optional[list]]:
     "The GPT's sliding_window and sliding_layers (None: all) for a config."
     layers, why = _sliding_layers(hf, family)
     if not layers: return None, None
-    w = hf.get('sliding_window', 4096)                                       # absent: Mistral's and Qwen2's default
-    if family == 'llama': raise ValueError(f"{why}, but Llama's block reads the whole context: a windowed model is a Mistral (model_type 'mistral')")
-    if isinstance(w, bool) or not isinstance(w, int) or w < 1: raise ValueError(f"{why}, but sliding_window={w!r}: the window must be a positive number of positions")
+    w = hf.get('sliding_window', 4096)  # absent: Mistral's and Qwen2's default
+    if family == 'llama':
+        raise ValueError(f"{why}, but Llama's block reads the whole context: a windowed model "
+                         "is a Mistral (model_type 'mistral')")
+    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+        raise ValueError(f"{why}, but sliding_window={w!r}: the window must be a positive "
+                         "number of positions")
     return w, None if layers == list(range(hf['num_hidden_layers'])) else layers
 
 def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
-    "The `GPTConfig` of a config of any family of `FAMILIES` (config.json as a dict; `family` a key of `FAMILIES`); a `ValueError` naming a field the course's GPT cannot express."
+    """The `GPTConfig` of a config of any family of `FAMILIES` (config.json as a dict; `family`
+    a key of `FAMILIES`); a `ValueError` naming a field the course's GPT cannot express."""
     name = FAMILIES[family][0]
     if hf.get('model_type', family) != family:
-        other = f"; from_{hf['model_type']} reads that one" if hf['model_type'] in FAMILIES else ''
-        raise ValueError(f"the config describes a {hf['model_type']!r} model; from_{family} reads {name} (model_type {family!r}){other}")
-    need = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'max_position_embeddings')
+        other = (
+            f"; from_{hf['model_type']} reads that one" if hf['model_type'] in FAMILIES else ''
+        )
+        raise ValueError(f"the config describes a {hf['model_type']!r} model; from_{family} "
+                         f"reads {name} (model_type {family!r}){other}")
+    need = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers',
+            'num_attention_heads', 'max_position_embeddings')
     missing = [k for k in need if k not in hf]
     if missing: raise ValueError(f"the {name} config lacks {', '.join(missing)}")
     _check_types(hf, name)
     d, H = hf['hidden_size'], hf['num_attention_heads']
     act_key = 'hidden_activation' if family in ('gemma2', 'gemma3_text') else 'hidden_act'
     act = hf.get(act_key) or ('gelu_pytorch_tanh' if family in _GEMMA else 'silu')
-    if act != ('silu' if family not in _GEMMA else 'gelu' if act == 'gelu' and family == 'gemma' else 'gelu_pytorch_tanh'):   # Gemma's 'gelu': the tanh form, as transformers reads it
-        raise ValueError(f"{act_key}={act!r}: {name}'s " + ("GEGLU gates with GELU's tanh form ('gelu_pytorch_tanh')" if family in _GEMMA else "SwiGLU gates with SiLU ('silu')") + " only")
-    if hf.get('use_bidirectional_attention'): raise ValueError("use_bidirectional_attention=true: an embedding model; the course's GPT reads causally")
-    if family not in _GEMMA and hf.get('query_pre_attn_scalar', hf.get('attn_logit_softcapping')) is not None:
-        raise ValueError(f"the {name} config sets query_pre_attn_scalar or attn_logit_softcapping, which {name}'s code ignores: a Gemma's config relabelled?")
-    head_dim = hf.get('head_dim', 256 if family in _GEMMA else None)        # GemmaConfig's default
-    if head_dim is not None and (isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 2 or head_dim % 2):
-        raise ValueError(f"head_dim={head_dim!r} in the {name} config: it must be an even positive integer (RoPE turns pairs of features)")
-    if head_dim is None and d % H: raise ValueError(f"hidden_size={d} is not a multiple of num_attention_heads={H}, and the config gives no head_dim")
+    if act != ('silu' if family not in _GEMMA else
+               'gelu' if act == 'gelu' and family == 'gemma' else 'gelu_pytorch_tanh'):
+        # Gemma's 'gelu': the tanh form, as transformers reads it
+        raise ValueError(f"{act_key}={act!r}: {name}'s "
+                         + ("GEGLU gates with GELU's tanh form ('gelu_pytorch_tanh')" if family
+                            in _GEMMA else "SwiGLU gates with SiLU ('silu')") + " only")
+    if hf.get('use_bidirectional_attention'):
+        raise ValueError("use_bidirectional_attention=true: an embedding model; the course's "
+                         "GPT reads causally")
+    if (
+        family not in _GEMMA
+        and hf.get('query_pre_attn_scalar', hf.get('attn_logit_softcapping')) is not None
+    ):
+        raise ValueError(f"the {name} config sets query_pre_attn_scalar or "
+                         f"attn_logit_softcapping, which {name}'s code ignores: a Gemma's "
+                         "config relabelled?")
+    head_dim = hf.get('head_dim', 256 if family in _GEMMA else None)  # GemmaConfig's default
+    if head_dim is not None and (isinstance(head_dim, bool) or not isinstance(head_dim, int)
+                                 or head_dim < 2 or head_dim % 2):
+        raise ValueError(f"head_dim={head_dim!r} in the {name} config: it must be an even "
+                         "positive integer (RoPE turns pairs of features)")
+    if head_dim is None and d % H:
+        raise ValueError(f"hidden_size={d} is not a multiple of num_attention_heads={H}, and "
+                         "the config gives no head_dim")
     window, window_layers = _window(hf, family)
-    if hf.get('pretraining_tp', 1) != 1: raise ValueError(f"pretraining_tp={hf['pretraining_tp']}: only 1 (one matrix product per projection) is implemented")
-    if hf.get('partial_rotary_factor', 1.0) != 1.0: raise ValueError(f"partial_rotary_factor={hf['partial_rotary_factor']}: the course rotates every feature pair")
+    if hf.get('pretraining_tp', 1) != 1:
+        raise ValueError(f"pretraining_tp={hf['pretraining_tp']}: only 1 (one matrix product "
+                         "per projection) is implemented")
+    if hf.get('partial_rotary_factor', 1.0) != 1.0:
+        raise ValueError(f"partial_rotary_factor={hf['partial_rotary_factor']}: the course "
+                         "rotates every feature pair")
     experts = _experts(hf, family)
-    biases = _QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in ('mistral', 'phi3', 'mixtral') else dict(qkv_bias=hf.get('attention_bias', False), out_bias=hf.get('attention_bias', False),
-                                                          ff_bias=hf.get('mlp_bias', False) and family not in _GEMMA)   # Llama's, Qwen3's and Gemma's: from the config
+    # Llama's, Qwen3's and Gemma's: from the config
+    biases = _QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in (
+        'mistral', 'phi3', 'mixtral') else dict(
+            qkv_bias=hf.get('attention_bias', False), out_bias=hf.get('attention_bias', False),
+            ff_bias=hf.get('mlp_bias', False) and family not in _GEMMA)
     base, scaling = _rope(hf)
-    d_ff = hf['moe_intermediate_size'] if family == 'qwen3_moe' else hf['intermediate_size']   # Qwen3-MoE's experts have a width of their own
+    # Qwen3-MoE's experts have a width of their own
+    d_ff = hf['moe_intermediate_size'] if family == 'qwen3_moe' else hf['intermediate_size']
     gemma = _gemma(hf, family, head_dim) if family in _GEMMA else {}
-    if window is None: gemma.pop('rope_local_base', None)                  # no sliding layers: one base
-    context = hf['max_position_embeddings'] * (scaling['factor'] if scaling and scaling['rope_type'] == 'dynamic' else 1)   # dynamic: the stretched one
+    if window is None: gemma.pop('rope_local_base', None)  # no sliding layers: one base
+    # dynamic: the stretched one
+    context = hf['max_position_embeddings'] * (scaling['factor'] if scaling
+                                               and scaling['rope_type'] == 'dynamic' else 1)
     return GPTConfig(hf['vocab_size'], int(context), d, H, hf['num_hidden_layers'], d_ff, 0.0,
-                     'rope', 'geglu' if family in _GEMMA else 'swiglu', hf.get('rms_norm_eps', _EPS.get(family, 1e-6)), 'rms',
-                     hf.get('num_key_value_heads') or H, base, tie_embeddings=hf.get('tie_word_embeddings', family in _GEMMA), rope_scaling=scaling,
-                     sliding_window=window, sliding_layers=window_layers, head_dim=None if head_dim is None or head_dim * H == d else head_dim,
-                     qk_norm=family in _QK_NORMED, qk_norm_per_head=family != 'olmo2', norm_output=family == 'olmo2',
-                     **experts, **biases, **gemma)
+                     'rope', 'geglu' if family in _GEMMA else 'swiglu',
+                     hf.get('rms_norm_eps', _EPS.get(family, 1e-6)), 'rms',
+                     hf.get('num_key_value_heads') or H, base,
+                     tie_embeddings=hf.get('tie_word_embeddings', family in _GEMMA),
+                     rope_scaling=scaling, sliding_window=window, sliding_layers=window_layers,
+                     head_dim=None if head_dim is None or head_dim * H == d else head_dim,
+                     qk_norm=family in _QK_NORMED, qk_norm_per_head=family != 'olmo2',
+                     norm_output=family == 'olmo2', **experts, **biases, **gemma)
 
-_QK_NORMED = ('qwen3', 'olmo2', 'qwen3_moe', 'gemma3_text')   # the families that norm queries and keys (OLMo 2's over all heads at once)
+# the families that norm queries and keys (OLMo 2's over all heads at once)
+_QK_NORMED = ('qwen3', 'olmo2', 'qwen3_moe', 'gemma3_text')
 
 def _gemma(hf: dict, family: str, head_dim: int) -> dict:
-    "The GPT's switches for Gemma's block: embeddings times √d; Gemma 2's and 3's sandwich norms, score factor query_pre_attn_scalar^-1/2 and soft caps (config defaults as transformers'); Gemma 3's sliding layers' RoPE base."
+    """The GPT's switches for Gemma's block: embeddings times √d; Gemma 2's and 3's sandwich
+    norms, score factor query_pre_attn_scalar^-1/2 and soft caps (config defaults as
+    transformers'); Gemma 3's sliding layers' RoPE base."""
     if family == 'gemma': return dict(scale_embeddings=True)
     scalar = hf.get('query_pre_attn_scalar', 256)
-    caps = [hf.get(k, 50.0 if k == 'attn_logit_softcapping' and family == 'gemma2' else 30.0 if family == 'gemma2' else None)
-            for k in ('attn_logit_softcapping', 'final_logit_softcapping')]
-    for k, v in (('query_pre_attn_scalar', scalar), ('attn_logit_softcapping', caps[0]), ('final_logit_softcapping', caps[1])):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0): raise ValueError(f"{k}={v!r} in the {FAMILIES[family][0]} config: it must be a positive number")
-    return dict(scale_embeddings=True, sandwich_norm=True, attn_scale=None if scalar == head_dim else float(scalar) ** -0.5,
-                attn_softcap=caps[0], logit_softcap=caps[1], rope_local_base=_rope_local(hf, family))
+    caps = [
+        hf.get(
+            k, 50.0 if k == 'attn_logit_softcapping' and family == 'gemma2' else
+            30.0 if family == 'gemma2' else None)
+        for k in ('attn_logit_softcapping', 'final_logit_softcapping')
+    ]
+    for k, v in (('query_pre_attn_scalar', scalar), ('attn_logit_softcapping', caps[0]),
+                 ('final_logit_softcapping', caps[1])):
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0
+        ):
+            raise ValueError(f"{k}={v!r} in the {FAMILIES[family][0]} config: it must be "
+                             "a positive number")
+    return dict(scale_embeddings=True, sandwich_norm=True,
+                attn_scale=None if scalar == head_dim else float(scalar)**-0.5,
+                attn_softcap=caps[0], logit_softcap=caps[1],
+                rope_local_base=_rope_local(hf, family))
 
 def _experts(hf: dict, family: str) -> dict:
-    "The GPT's num_experts, experts_per_token and renormalize_experts for a Mixtral or Qwen3-MoE config (none for the others), every layer a mixture."
+    """The GPT's num_experts, experts_per_token and renormalize_experts for a Mixtral or
+    Qwen3-MoE config (none for the others), every layer a mixture."""
     if family not in _EXPERTS: return {}
     key, default = _EXPERTS[family]
-    E = hf.get(key, hf.get('num_local_experts', default))                   # transformers 5 writes Qwen3-MoE's as num_local_experts
+    # transformers 5 writes Qwen3-MoE's as num_local_experts
+    E = hf.get(key, hf.get('num_local_experts', default))
     k = hf.get('num_experts_per_tok', 2 if family == 'mixtral' else 8)
     for name, v in ((key, E), ('num_experts_per_tok', k)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name}={v!r} in the {FAMILIES[family][0]} config: it must be a positive integer")
-    if k > E: raise ValueError(f"num_experts_per_tok={k} but {key}={E}: a token cannot run more experts than there are")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}={v!r} in the {FAMILIES[family][0]} config: it must be a "
+                             "positive integer")
+    if k > E:
+        raise ValueError(f"num_experts_per_tok={k} but {key}={E}: a token cannot run more "
+                         "experts than there are")
     if family == 'qwen3_moe':
-        if 'moe_intermediate_size' not in hf: raise ValueError("the Qwen3-MoE config lacks moe_intermediate_size (the experts' width)")
+        if 'moe_intermediate_size' not in hf:
+            raise ValueError("the Qwen3-MoE config lacks moe_intermediate_size "
+                             "(the experts' width)")
         if hf.get('decoder_sparse_step', 1) != 1 or hf.get('mlp_only_layers'):
-            raise ValueError(f"decoder_sparse_step={hf.get('decoder_sparse_step', 1)}, mlp_only_layers={hf.get('mlp_only_layers')}: "
-                             "the course makes every layer a mixture of experts (decoder_sparse_step 1, mlp_only_layers [])")
-    return dict(num_experts=E, experts_per_token=k, renormalize_experts=family == 'mixtral' or bool(hf.get('norm_topk_prob', False)))
+            raise ValueError(f"decoder_sparse_step={hf.get('decoder_sparse_step', 1)}, "
+                             f"mlp_only_layers={hf.get('mlp_only_layers')}: "
+                             "the course makes every layer a mixture of experts "
+                             "(decoder_sparse_step 1, mlp_only_layers [])")
+    return dict(
+        num_experts=E, experts_per_token=k, renormalize_experts=family == 'mixtral'
+        or bool(hf.get('norm_topk_prob', False)))
 
 # %% ../nbs/17c_llama.ipynb #0b0105fc
 def _head_rows(num_heads: int, d_head: int) -> torch.Tensor:
-    "The rows (num_heads·d_head,) that put every head of a half-layout projection in the course's adjacent-pair layout."
+    """The rows (num_heads·d_head,) that put every head of a half-layout projection in the
+    course's adjacent-pair layout."""
     return (torch.arange(num_heads)[:, None] * d_head + rope_permutation(d_head)).flatten()
 
 def _llama_names(model: GPT) -> Dict[str, Tuple[torch.Tensor, Optional[torch.Tensor]]]:
-    "transformers' name of every tensor of a Llama-style `model`: {name: (the course's tensor, the rows to take from theirs, or None)}."
+    """transformers' name of every tensor of a Llama-style `model`: {name: (the course's tensor,
+    the rows to take from theirs, or None)}."""
     c = model.config
     d_head = c.head_dim or c.d_model // c.num_heads
-    q_rows, kv_rows = _head_rows(c.num_heads, d_head), _head_rows(c.num_kv_heads or c.num_heads, d_head)
-    names = {'model.embed_tokens.weight': (model.embed.weight, None), 'model.norm.weight': (model.norm.weight, None)}
+    q_rows, kv_rows = _head_rows(c.num_heads, d_head), _head_rows(
+        c.num_kv_heads or c.num_heads, d_head
+    )
+    names = {
+        'model.embed_tokens.weight': (model.embed.weight, None),
+        'model.norm.weight': (model.norm.weight, None)
+    }
     if not c.tie_embeddings: names['lm_head.weight'] = (model.head.weight, None)
     for i, layer in enumerate(model.layers):
         p, attn, ff = f'model.layers.{i}.', layer.self_attn, layer.feed_forward
-        mlps = [(f'mlp.experts.{e}.', x) for e, x in enumerate(ff.experts)] if c.num_experts else [('mlp.', ff)]   # Qwen3-MoE's names
+        # Qwen3-MoE's names
+        mlps = (
+            [(f'mlp.experts.{e}.', x) for e, x in enumerate(ff.experts)]
+            if c.num_experts
+            else [('mlp.', ff)]
+        )
         if c.num_experts: names[p + 'mlp.gate.weight'] = (ff.router.weight, None)   # the router
-        for theirs, lin, rows in (('q_proj', attn.w_q, q_rows), ('k_proj', attn.w_k, kv_rows), ('v_proj', attn.w_v, None), ('o_proj', attn.w_o, None),
+        for theirs, lin, rows in (('q_proj', attn.w_q, q_rows), ('k_proj', attn.w_k, kv_rows),
+                                  ('v_proj', attn.w_v, None), ('o_proj', attn.w_o, None),
                                   *((m + w, getattr(x, ours), None) for m, x in mlps
-                                    for w, ours in (('gate_proj', 'w_gate'), ('up_proj', 'w_up'), ('down_proj', 'w_down')))):
+                                    for w, ours in (('gate_proj', 'w_gate'),
+                                                    ('up_proj', 'w_up'),
+                                                    ('down_proj', 'w_down')))):
             key = p + (theirs if theirs.startswith('mlp') else 'self_attn.' + theirs)
-            names[key + '.weight'] = (lin.weight, rows)                       # q and k: rows reordered to the adjacent pairs
+            # q and k: rows reordered to the adjacent pairs
+            names[key + '.weight'] = (lin.weight, rows)
             if lin.bias is not None: names[key + '.bias'] = (lin.bias, rows)
-        if attn.q_norm is not None:                  # one gain per feature, in the pairs' order too: of a head (Qwen3) or of all heads (OLMo 2)
-            rows = (rope_permutation(d_head), rope_permutation(d_head)) if c.qk_norm_per_head else (q_rows, kv_rows)
-            for theirs, norm, r in (('q_norm', attn.q_norm, rows[0]), ('k_norm', attn.k_norm, rows[1])): names[f'{p}self_attn.{theirs}.weight'] = (norm.weight, r)
-        before, after = ('post_attention_layernorm', 'post_feedforward_layernorm') if c.norm_output else ('input_layernorm', 'post_attention_layernorm')
-        if c.sandwich_norm: before, after = 'input_layernorm', 'pre_feedforward_layernorm'   # Gemma's, each sublayer's output normed too:
-        names[p + before + '.weight'] = (layer.sublayers[0].norm.weight, None)   # the attention's norm
-        names[p + after + '.weight'] = (layer.sublayers[1].norm.weight, None)    # the feed-forward's
+        if attn.q_norm is not None:
+            # one gain per feature, in the pairs' order too: of a head (Qwen3) or of all heads
+            # (OLMo 2)
+            rows = (rope_permutation(d_head),
+                    rope_permutation(d_head)) if c.qk_norm_per_head else (q_rows, kv_rows)
+            for theirs, norm, r in (
+                ('q_norm', attn.q_norm, rows[0]),
+                ('k_norm', attn.k_norm, rows[1]),
+            ):
+                names[f'{p}self_attn.{theirs}.weight'] = (norm.weight, r)
+        before, after = (
+            ('post_attention_layernorm', 'post_feedforward_layernorm')
+            if c.norm_output
+            else ('input_layernorm', 'post_attention_layernorm')
+        )
+        # Gemma's, each sublayer's output normed too:
+        if c.sandwich_norm: before, after = 'input_layernorm', 'pre_feedforward_layernorm'
+        # the attention's norm
+        names[p + before + '.weight'] = (layer.sublayers[0].norm.weight, None)
+        # the feed-forward's
+        names[p + after + '.weight'] = (layer.sublayers[1].norm.weight, None)
         if c.sandwich_norm:
-            names[p + 'post_attention_layernorm.weight'] = (layer.sublayers[0].norm_after.weight, None)
-            names[p + 'post_feedforward_layernorm.weight'] = (layer.sublayers[1].norm_after.weight, None)
+            names[p + 'post_attention_layernorm.weight'] = (
+                layer.sublayers[0].norm_after.weight,
+                None,
+            )
+            names[p + 'post_feedforward_layernorm.weight'] = (
+                layer.sublayers[1].norm_after.weight, None)
     return names
 
 @torch.no_grad()
 def load_llama_state(model: GPT, state: Dict[str, torch.Tensor]) -> GPT:
-    "Copy a Llama, Qwen2, Qwen3 or Mistral state dict (Phi-3's once its fused projections are split) into a Llama-style `model`, every tensor checked first; the query and key rows of each head reordered from halves to adjacent pairs."
+    """Copy a Llama, Qwen2, Qwen3 or Mistral state dict (Phi-3's once its fused projections are
+    split) into a Llama-style `model`, every tensor checked first; the query and key rows of
+    each head reordered from halves to adjacent pairs."""
     names = _llama_names(model)
-    extra = [k for k in state if k not in names and not k.endswith('rotary_emb.inv_freq')         # a buffer of old checkpoints, recomputed here
-             and not (k == 'lm_head.weight' and model.config.tie_embeddings)]                     # a tied model's state_dict() holds it: checked below
-    if extra: raise ValueError(f"the state dict holds {len(extra)} tensor(s) the config has no place for, the first {extra[0]!r}: "
+    # a buffer of old checkpoints, recomputed here
+    # a tied model's state_dict() holds it: checked below
+    extra = [k for k in state if k not in names and not k.endswith('rotary_emb.inv_freq')
+             and not (k == 'lm_head.weight' and model.config.tie_embeddings)]
+    if extra:
+        raise ValueError(f"the state dict holds {len(extra)} tensor(s) the config has no place "
+                         f"for, the first {extra[0]!r}: "
                                "a config with fewer layers, or another model's weights?")
-    if model.config.tie_embeddings and 'lm_head.weight' in state and 'model.embed_tokens.weight' in state:
+    if (
+        model.config.tie_embeddings
+        and 'lm_head.weight' in state
+        and 'model.embed_tokens.weight' in state
+    ):
         if not torch.equal(state['lm_head.weight'], state['model.embed_tokens.weight']):
-            raise ValueError("tie_word_embeddings is true but the state dict's lm_head.weight differs from model.embed_tokens.weight: the config says tied, the weights are not")
+            raise ValueError("tie_word_embeddings is true but the state dict's lm_head.weight "
+                             "differs from model.embed_tokens.weight: the config says tied, "
+                             "the weights are not")
     for name, (ours, _) in names.items():
-        if name not in state: raise ValueError(f"the state dict lacks {name!r} (expected shape {tuple(ours.shape)})")
+        if name not in state:
+            raise ValueError(f"the state dict lacks {name!r} (expected shape "
+                             f"{tuple(ours.shape)})")
         if tuple(state[name].shape) != tuple(ours.shape):
-            raise ValueError(f"tensor {name!r} has shape {tuple(state[name].shape)}, expected {tuple(ours.shape)} from the config")
-    for name, (ours, rows) in names.items(): ours.copy_(state[name] if rows is None else state[name][rows])
+            raise ValueError(f"tensor {name!r} has shape {tuple(state[name].shape)}, expected "
+                             f"{tuple(ours.shape)} from the config")
+    for name, (ours, rows) in names.items():
+        ours.copy_(state[name] if rows is None else state[name][rows])
     return model
 
 def _unfused(state: Dict[str, torch.Tensor], hf: dict) -> Dict[str, torch.Tensor]:
-    "Phi-3's fused projections under Llama's names, as views (no copy): each layer's qkv_proj split into q_proj, k_proj and v_proj (its rows in that order), its gate_up_proj into gate_proj and up_proj (the gate's rows first)."
+    """Phi-3's fused projections under Llama's names, as views (no copy): each layer's qkv_proj
+    split into q_proj, k_proj and v_proj (its rows in that order), its gate_up_proj into
+    gate_proj and up_proj (the gate's rows first)."""
     H = hf['num_attention_heads']
-    q = H * (hf.get('head_dim') or hf['hidden_size'] // H)                  # rows of queries, then kv of keys and kv of values
+    # rows of queries, then kv of keys and kv of values
+    q = H * (hf.get('head_dim') or hf['hidden_size'] // H)
     kv = q // H * (hf.get('num_key_value_heads') or H)
     out = {}
     for name, t in state.items():
         if name.endswith('self_attn.qkv_proj.weight'):
-            if t.shape[0] != q + 2 * kv: raise ValueError(f"tensor {name!r} has {t.shape[0]} rows, expected {q + 2 * kv} from the config: {q} of queries, {kv} of keys, {kv} of values")
+            if t.shape[0] != q + 2 * kv:
+                raise ValueError(f"tensor {name!r} has {t.shape[0]} rows, expected "
+                                 f"{q + 2 * kv} from the config: {q} of queries, {kv} of "
+                                 f"keys, {kv} of values")
             p = name[:-len('qkv_proj.weight')]
-            out[p + 'q_proj.weight'], out[p + 'k_proj.weight'], out[p + 'v_proj.weight'] = t.split([q, kv, kv])
+            out[p + 'q_proj.weight'], out[p + 'k_proj.weight'], out[p + 'v_proj.weight'] = (
+                t.split([q, kv, kv])
+            )
         elif name.endswith('mlp.gate_up_proj.weight'):
-            if t.shape[0] != 2 * hf['intermediate_size']: raise ValueError(f"tensor {name!r} has {t.shape[0]} rows, expected 2 x intermediate_size = {2 * hf['intermediate_size']}")
+            if t.shape[0] != 2 * hf['intermediate_size']:
+                raise ValueError(f"tensor {name!r} has {t.shape[0]} rows, expected 2 x "
+                                 f"intermediate_size = {2 * hf['intermediate_size']}")
             p = name[:-len('gate_up_proj.weight')]
             out[p + 'gate_proj.weight'], out[p + 'up_proj.weight'] = t.chunk(2)
         else: out[name] = t
@@ -246,236 +442,356 @@ def _fused(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     for name, t in state.items():
         if name.endswith('self_attn.q_proj.weight'):
             p = name[:-len('q_proj.weight')]
-            out[p + 'qkv_proj.weight'] = torch.cat([t, state[p + 'k_proj.weight'], state[p + 'v_proj.weight']])
+            out[p + 'qkv_proj.weight'] = torch.cat(
+                [t, state[p + 'k_proj.weight'], state[p + 'v_proj.weight']])
         elif name.endswith('mlp.gate_proj.weight'):
             p = name[:-len('gate_proj.weight')]
             out[p + 'gate_up_proj.weight'] = torch.cat([t, state[p + 'up_proj.weight']])
-        elif not name.endswith(('self_attn.k_proj.weight', 'self_attn.v_proj.weight', 'mlp.up_proj.weight')): out[name] = t
+        elif not name.endswith(('self_attn.k_proj.weight', 'self_attn.v_proj.weight',
+                                'mlp.up_proj.weight')):
+            out[name] = t
     return out
 
 def _gains(state: Dict[str, torch.Tensor], shift: int) -> Dict[str, torch.Tensor]:
-    "Every norm's gain of a Gemma state dict plus `shift`: 1 turns Gemma's stored g - 1 (its RMSNorm multiplies by 1 + weight) into the course's g, -1 back."
-    return {k: v + shift if k.endswith(('norm.weight', 'layernorm.weight')) else v for k, v in state.items()}
+    """Every norm's gain of a Gemma state dict plus `shift`: 1 turns Gemma's stored g - 1 (its
+    RMSNorm multiplies by 1 + weight) into the course's g, -1 back."""
+    return {
+        k: v + shift if k.endswith(('norm.weight', 'layernorm.weight')) else v
+        for k, v in state.items()
+    }
 
-_MIXTRAL_NAMES = {'block_sparse_moe.': 'mlp.', '.w1.': '.gate_proj.', '.w3.': '.up_proj.', '.w2.': '.down_proj.'}   # Mixtral's -> Qwen3-MoE's
+# Mixtral's -> Qwen3-MoE's
+_MIXTRAL_NAMES = {'block_sparse_moe.': 'mlp.', '.w1.': '.gate_proj.', '.w3.': '.up_proj.',
+                  '.w2.': '.down_proj.'}
 
 def _experts_by_name(state: Dict[str, torch.Tensor], family: str) -> Dict[str, torch.Tensor]:
-    "A mixture's tensors under Qwen3-MoE's Hub names, one per expert: Mixtral's names (block_sparse_moe, w1, w3, w2) renamed, and the 3-D tensors of a transformers 5 model (experts.gate_up_proj (E, 2 d_ff, d), experts.down_proj (E, d, d_ff)) split by expert, as views."
+    """A mixture's tensors under Qwen3-MoE's Hub names, one per expert: Mixtral's names
+    (block_sparse_moe, w1, w3, w2) renamed, and the 3-D tensors of a transformers 5 model
+    (experts.gate_up_proj (E, 2 d_ff, d), experts.down_proj (E, d, d_ff)) split by expert, as
+    views."""
     out = {}
     for name, t in state.items():
         if family == 'mixtral' and '.block_sparse_moe.' in name:
             for a, b in _MIXTRAL_NAMES.items(): name = name.replace(a, b)
         if name.endswith('mlp.experts.gate_up_proj'):
-            for e, w in enumerate(t): out[f'{name[:-len("gate_up_proj")]}{e}.gate_proj.weight'], out[f'{name[:-len("gate_up_proj")]}{e}.up_proj.weight'] = w.chunk(2)
+            for e, w in enumerate(t):
+                out[f'{name[:-len("gate_up_proj")]}{e}.gate_proj.weight'], out[
+                    f'{name[:-len("gate_up_proj")]}{e}.up_proj.weight'] = w.chunk(2)
         elif name.endswith('mlp.experts.down_proj'):
             for e, w in enumerate(t): out[f'{name[:-len("down_proj")]}{e}.down_proj.weight'] = w
         else: out[name] = t
     return out
 
 def _from(source, config, family):
-    "A `GPT` in eval mode holding a model of any family of `FAMILIES` from any of the sources `from_llama` takes."
+    """A `GPT` in eval mode holding a model of any family of `FAMILIES` from any of the sources
+    `from_llama` takes."""
     hf, state = _foreign_source(source, config, FAMILIES[family][0])
     model = GPT.from_config(llama_config(hf, family))
     if family == 'phi3': state = _unfused(state, hf)
     if family in _EXPERTS: state = _experts_by_name(state, family)
-    if family in _GEMMA: state = _gains(state, 1)                         # Gemma stores each norm's gain as g - 1
+    if family in _GEMMA: state = _gains(state, 1)  # Gemma stores each norm's gain as g - 1
     emb = state.get('model.embed_tokens.weight')
-    if emb is not None and emb.is_floating_point(): model.to(emb.dtype)   # bfloat16 weights stay bfloat16, float64 stay float64
+    # bfloat16 weights stay bfloat16, float64 stay float64
+    if emb is not None and emb.is_floating_point(): model.to(emb.dtype)
     model = load_llama_state(model, state).eval()
-    model.source_config = dict(hf)                                        # what to_llama writes back beside the architecture
-    folder = pathlib.Path(source) if isinstance(source, (str, os.PathLike)) and os.path.isdir(source) else None
+    model.source_config = dict(hf)  # what to_llama writes back beside the architecture
+    folder = pathlib.Path(source) if isinstance(
+        source, (str, os.PathLike)) and os.path.isdir(source) else None
     if folder is not None and (folder / 'generation_config.json').is_file():
-        model.source_generation = json.loads((folder / 'generation_config.json').read_text(encoding='utf-8'))
+        model.source_generation = json.loads(
+            (folder / 'generation_config.json').read_text(encoding='utf-8'))
     return model
 
 def from_llama(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with a Llama model's weights: from a `transformers` `LlamaForCausalLM`, its state dict (with its `config`), or a folder or Hub id holding config.json and model.safetensors (read without pickle)."
+    """A `GPT` in eval mode with a Llama model's weights: from a `transformers`
+    `LlamaForCausalLM`, its state dict (with its `config`), or a folder or Hub id holding
+    config.json and model.safetensors (read without pickle)."""
     return _from(source, config, 'llama')
 
 def from_qwen2(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with a Qwen2 model's weights (query, key and value biases), from the sources `from_llama` takes."
+    """A `GPT` in eval mode with a Qwen2 model's weights (query, key and value biases), from the
+    sources `from_llama` takes."""
     return _from(source, config, 'qwen2')
 
 def from_mistral(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with a Mistral model's weights (Llama's block, each layer reading through `sliding_window` when the config sets one), from the sources `from_llama` takes."
+    """A `GPT` in eval mode with a Mistral model's weights (Llama's block, each layer reading
+    through `sliding_window` when the config sets one), from the sources `from_llama` takes."""
     return _from(source, config, 'mistral')
 
 def from_qwen3(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with a Qwen3 model's weights (each head's queries and keys RMS-normed before RoPE, a head width of its own), from the sources `from_llama` takes."
+    """A `GPT` in eval mode with a Qwen3 model's weights (each head's queries and keys
+    RMS-normed before RoPE, a head width of its own), from the sources `from_llama` takes."""
     return _from(source, config, 'qwen3')
 
 def from_phi3(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with a Phi-3 model's weights (Llama's block with the query, key and value projections stored as one matrix, the gate and up projections as another), from the sources `from_llama` takes."
+    """A `GPT` in eval mode with a Phi-3 model's weights (Llama's block with the query, key and
+    value projections stored as one matrix, the gate and up projections as another), from the
+    sources `from_llama` takes."""
     return _from(source, config, 'phi3')
 
 def from_olmo2(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with an OLMo 2 model's weights (each sublayer's output normed rather than its input; one norm over all the queries' features and one over the keys'), from the sources `from_llama` takes."
+    """A `GPT` in eval mode with an OLMo 2 model's weights (each sublayer's output normed rather
+    than its input; one norm over all the queries' features and one over the keys'), from the
+    sources `from_llama` takes."""
     return _from(source, config, 'olmo2')
 
 def from_mixtral(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with a Mixtral model's weights (Mistral's block, each feed-forward a mixture of experts: `num_local_experts` SwiGLU experts, `num_experts_per_tok` run per token), from the sources `from_llama` takes."
+    """A `GPT` in eval mode with a Mixtral model's weights (Mistral's block, each feed-forward a
+    mixture of experts: `num_local_experts` SwiGLU experts, `num_experts_per_tok` run per
+    token), from the sources `from_llama` takes."""
     return _from(source, config, 'mixtral')
 
 def from_qwen3_moe(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with a Qwen3-MoE model's weights (Qwen3's block, each feed-forward a mixture of `num_experts` experts of width `moe_intermediate_size`), from the sources `from_llama` takes."
+    """A `GPT` in eval mode with a Qwen3-MoE model's weights (Qwen3's block, each feed-forward a
+    mixture of `num_experts` experts of width `moe_intermediate_size`), from the sources
+    `from_llama` takes."""
     return _from(source, config, 'qwen3_moe')
 
 def from_gemma(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with a Gemma model's weights (Llama's block with GEGLU, embeddings times √d_model, a tied head), from the sources `from_llama` takes."
+    """A `GPT` in eval mode with a Gemma model's weights (Llama's block with GEGLU, embeddings
+    times √d_model, a tied head), from the sources `from_llama` takes."""
     return _from(source, config, 'gemma')
 
 def from_gemma2(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with a Gemma 2 model's weights (Gemma's block with each sublayer's input and output normed, soft-capped scores and logits, every other layer sliding), from the sources `from_llama` takes."
+    """A `GPT` in eval mode with a Gemma 2 model's weights (Gemma's block with each sublayer's
+    input and output normed, soft-capped scores and logits, every other layer sliding), from the
+    sources `from_llama` takes."""
     return _from(source, config, 'gemma2')
 
 def from_gemma3(source, config: Optional[Union[dict, object]] = None) -> GPT:
-    "A `GPT` in eval mode with a Gemma 3 text model's weights (model_type gemma3_text: Gemma 2's block without the caps, q/k norms, five sliding layers to one full, each kind with its RoPE base), from the sources `from_llama` takes."
+    """A `GPT` in eval mode with a Gemma 3 text model's weights (model_type gemma3_text: Gemma
+    2's block without the caps, q/k norms, five sliding layers to one full, each kind with
+    its RoPE base), from the sources `from_llama` takes."""
     return _from(source, config, 'gemma3_text')
 
 
 # %% ../nbs/17c_llama.ipynb #e8de68c8
 def _check_exportable(c: GPTConfig, family: str):
-    "Raise a `ValueError` naming the first choice of `c` that the family's architecture cannot hold."
+    """Raise a `ValueError` naming the first choice of `c` that the family's architecture cannot
+    hold."""
     name = FAMILIES[family][0]
-    want = {'norm': 'rms', 'activation': 'geglu' if family in _GEMMA else 'swiglu', 'positions': 'rope',
-            'scale_embeddings': family in _GEMMA, 'sandwich_norm': family in ('gemma2', 'gemma3_text')}
-    want.update(_QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in ('mistral', 'phi3', 'mixtral') else
-                {'out_bias': c.qkv_bias, 'ff_bias': False if family in _QK_NORMED + _GEMMA else c.ff_bias})
-    want['qk_norm'] = family in _QK_NORMED                                 # Qwen3 and Gemma 3 norm each head's queries and keys, OLMo 2 all at once
-    if family not in ('gemma2', 'gemma3_text'): want.update(attn_scale=None, attn_softcap=None, logit_softcap=None)   # Gemma 2's and 3's alone
+    want = {
+        'norm': 'rms', 'activation': 'geglu' if family in _GEMMA else 'swiglu',
+        'positions': 'rope', 'scale_embeddings': family in _GEMMA,
+        'sandwich_norm': family in ('gemma2', 'gemma3_text')
+    }
+    want.update(_QWEN2_BIASES if family == 'qwen2' else _MISTRAL_BIASES if family in (
+        'mistral', 'phi3', 'mixtral') else {
+            'out_bias': c.qkv_bias, 'ff_bias': False if family in _QK_NORMED
+                                               + _GEMMA else c.ff_bias
+        })
+    # Qwen3 and Gemma 3 norm each head's queries and keys, OLMo 2 all at once
+    want['qk_norm'] = family in _QK_NORMED
+    # Gemma 2's and 3's alone
+    if family not in ('gemma2', 'gemma3_text'):
+        want.update(attn_scale=None, attn_softcap=None, logit_softcap=None)
     if family != 'gemma3_text': want['rope_local_base'] = None
     if (c.num_experts > 0) != (family in _EXPERTS):
-        raise ValueError(f"num_experts={c.num_experts}: {name}'s feed-forward is " + ("a mixture of experts" if family in _EXPERTS else "one SwiGLU, not a mixture") +
-                         f"; this GPT cannot be written as {name}" + (" (write a mixture as Mixtral or Qwen3-MoE)" if c.num_experts else ""))
-    if family == 'mixtral': want['renormalize_experts'] = True             # Mixtral always divides the chosen weights by their sum
+        raise ValueError(
+            f"num_experts={c.num_experts}: {name}'s feed-forward is "
+            + ("a mixture of experts" if family in _EXPERTS else "one SwiGLU, not a mixture")
+            + f"; this GPT cannot be written as {name}"
+            + (" (write a mixture as Mixtral or Qwen3-MoE)" if c.num_experts else ""))
+    # Mixtral always divides the chosen weights by their sum
+    if family == 'mixtral': want['renormalize_experts'] = True
     want['qk_norm_per_head'] = family != 'olmo2'
-    want['norm_output'] = family == 'olmo2'                                # OLMo 2 norms each sublayer's output, the others its input
+    # OLMo 2 norms each sublayer's output, the others its input
+    want['norm_output'] = family == 'olmo2'
     if c.sliding_window is not None and family == 'llama':
-        raise ValueError(f"sliding_window={c.sliding_window}: Llama's block reads the whole context; write this GPT as Mistral (to_mistral)")
-    slides = [i for i in range(c.num_layers) if c.sliding_layers is None or i in c.sliding_layers] if c.sliding_window else []
-    if family == 'gemma' and slides: raise ValueError(f"sliding_window={c.sliding_window}: {name}'s block reads the whole context")
+        raise ValueError(f"sliding_window={c.sliding_window}: Llama's block reads the whole "
+                         "context; write this GPT as Mistral (to_mistral)")
+    slides = (
+        [i for i in range(c.num_layers) if c.sliding_layers is None or i in c.sliding_layers]
+        if c.sliding_window
+        else []
+    )
+    if family == 'gemma' and slides:
+        raise ValueError(f"sliding_window={c.sliding_window}: {name}'s block reads "
+                         "the whole context")
     if family in ('mistral', 'phi3', 'mixtral') and slides and len(slides) != c.num_layers:
-        raise ValueError(f"sliding_layers={c.sliding_layers}: {name} slides every layer or none (Qwen2 slides the last ones: to_qwen2)")
-    if family in ('qwen2', 'qwen3', 'qwen3_moe') and slides and slides != list(range(slides[0], c.num_layers)):
-        raise ValueError(f"sliding_layers={c.sliding_layers}: {name} slides the layers from max_window_layers on, a run to the last one")
+        raise ValueError(f"sliding_layers={c.sliding_layers}: {name} slides every layer or "
+                         "none (Qwen2 slides the last ones: to_qwen2)")
+    if family in ('qwen2', 'qwen3', 'qwen3_moe') and slides and slides != list(
+            range(slides[0], c.num_layers)):
+        raise ValueError(f"sliding_layers={c.sliding_layers}: {name} slides the layers from "
+                         "max_window_layers on, a run to the last one")
     for field, value in want.items():
         if getattr(c, field) != value:
-            raise ValueError(f"{field}={getattr(c, field)!r}: {name}'s block has {field}={value!r}" +
-                             (" (one attention_bias for the query, key, value and output projections)" if field == 'out_bias' else '') +
-                             f"; this GPT cannot be written as {name}")
+            raise ValueError(
+                f"{field}={getattr(c, field)!r}: {name}'s block has "
+                f"{field}={value!r}"
+                + (" (one attention_bias for the query, key, value and output projections)"
+                   if field == 'out_bias' else '') + f"; this GPT cannot be written as {name}")
 
-def to_llama(model: GPT, folder: Union[str, os.PathLike], family: str = 'llama') -> pathlib.Path:
-    "Write a Llama-style `GPT` as a folder (config.json and model.safetensors) that `transformers`' `LlamaForCausalLM.from_pretrained` loads (`family='qwen2'`: Qwen2's); each head's query and key rows go back to halves."
+def to_llama(model: GPT, folder: Union[str, os.PathLike],
+             family: str = 'llama') -> pathlib.Path:
+    """Write a Llama-style `GPT` as a folder (config.json and model.safetensors) that
+    `transformers`' `LlamaForCausalLM.from_pretrained` loads (`family='qwen2'`: Qwen2's); each
+    head's query and key rows go back to halves."""
     c = model.config
     _check_exportable(c, family)
     folder = pathlib.Path(folder)
-    if folder.exists() and not folder.is_dir(): raise NotADirectoryError(f"{folder} is a file; give a folder to write the model into")
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is a file; give a folder to write the model into")
     state = {}
     for name, (ours, rows) in _llama_names(model).items():
-        state[name] = ours.detach() if rows is None else ours.detach()[rows.argsort()]   # argsort: the inverse reordering
+        # argsort: the inverse reordering
+        state[name] = ours.detach() if rows is None else ours.detach()[rows.argsort()]
     if family == 'phi3': state = _fused(state)
     if family in _GEMMA: state = _gains(state, -1)
     if family == 'mixtral': state = {_mixtral_name(k): v for k, v in state.items()}
     dtype = str(model.embed.weight.dtype).replace('torch.', '')
-    hf = {'model_type': family, 'architectures': [FAMILIES[family][1]], 'vocab_size': c.vocab_size, 'hidden_size': c.d_model,
-          'intermediate_size': c.d_ff, 'num_hidden_layers': c.num_layers, 'num_attention_heads': c.num_heads,
-          'num_key_value_heads': c.num_kv_heads or c.num_heads, 'head_dim': c.head_dim or c.d_model // c.num_heads, 'hidden_act': 'silu',
-          'max_position_embeddings': (c.rope_scaling or {}).get('original_max_position_embeddings', c.max_len) if (c.rope_scaling or {}).get('rope_type') == 'dynamic' else c.max_len,
-          'rms_norm_eps': c.layer_norm_eps, 'rope_theta': c.rope_base, 'rope_scaling': c.rope_scaling,
-          'rope_parameters': {'rope_type': 'default', **(c.rope_scaling or {}), 'rope_theta': c.rope_base}, 'tie_word_embeddings': c.tie_embeddings,
-          'attention_dropout': 0.0, 'bos_token_id': None, 'eos_token_id': None, 'pad_token_id': None, 'torch_dtype': dtype, 'dtype': dtype}
-    source = getattr(model, 'source_config', None) or {}                  # a model read from a folder: its ids and other keys kept
+    hf = {
+        'model_type': family, 'architectures': [FAMILIES[family][1]],
+        'vocab_size': c.vocab_size, 'hidden_size': c.d_model, 'intermediate_size': c.d_ff,
+        'num_hidden_layers': c.num_layers, 'num_attention_heads': c.num_heads,
+        'num_key_value_heads': c.num_kv_heads or c.num_heads,
+        'head_dim': c.head_dim or c.d_model // c.num_heads, 'hidden_act': 'silu',
+        'max_position_embeddings':
+            (c.rope_scaling or {}).get('original_max_position_embeddings', c.max_len) if
+            (c.rope_scaling or {}).get('rope_type') == 'dynamic' else c.max_len,
+        'rms_norm_eps': c.layer_norm_eps, 'rope_theta': c.rope_base,
+        'rope_scaling': c.rope_scaling, 'rope_parameters': {
+            'rope_type': 'default', **(c.rope_scaling or {}), 'rope_theta': c.rope_base
+        }, 'tie_word_embeddings': c.tie_embeddings, 'attention_dropout': 0.0,
+        'bos_token_id': None, 'eos_token_id': None, 'pad_token_id': None, 'torch_dtype': dtype,
+        'dtype': dtype
+    }
+    # a model read from a folder: its ids and other keys kept
+    source = getattr(model, 'source_config', None) or {}
     if source.get('model_type') == family:
-        hf.update({k: v for k, v in source.items() if k in _KEPT or (k not in hf and k not in _DROPPED)})
+        hf.update({
+            k: v
+            for k, v in source.items() if k in _KEPT or (k not in hf and k not in _DROPPED)
+        })
     if family == 'llama': hf.update(attention_bias=c.qkv_bias, mlp_bias=c.ff_bias)
     elif family in ('mistral', 'phi3', 'mixtral'):
         hf.update(sliding_window=c.sliding_window)
-        if family == 'mixtral': hf.update(num_local_experts=c.num_experts, num_experts_per_tok=c.experts_per_token)
+        if family == 'mixtral':
+            hf.update(num_local_experts=c.num_experts, num_experts_per_tok=c.experts_per_token)
     elif family == 'olmo2': hf.update(attention_bias=c.qkv_bias)
     elif family in _GEMMA: hf.update(_gemma_keys(c, family))
-    else:                                                                 # Qwen2's and Qwen3's rule for the windows
+    else:  # Qwen2's and Qwen3's rule for the windows
         if family in ('qwen3', 'qwen3_moe'): hf.update(attention_bias=c.qkv_bias)
-        if family == 'qwen3_moe': hf.update(num_experts=c.num_experts, num_experts_per_tok=c.experts_per_token, norm_topk_prob=c.renormalize_experts,
-                                            moe_intermediate_size=c.d_ff, decoder_sparse_step=1, mlp_only_layers=[])
-        slides = [i for i in range(c.num_layers) if c.sliding_layers is None or i in c.sliding_layers] if c.sliding_window else []
-        hf.update(use_sliding_window=bool(slides), sliding_window=c.sliding_window if slides else hf.get('sliding_window'),
-                  max_window_layers=slides[0] if slides else hf.get('max_window_layers', c.num_layers))
+        if family == 'qwen3_moe':
+            hf.update(num_experts=c.num_experts, num_experts_per_tok=c.experts_per_token,
+                      norm_topk_prob=c.renormalize_experts, moe_intermediate_size=c.d_ff,
+                      decoder_sparse_step=1, mlp_only_layers=[])
+        slides = [
+            i for i in range(c.num_layers) if c.sliding_layers is None or i in c.sliding_layers
+        ] if c.sliding_window else []
+        hf.update(
+            use_sliding_window=bool(slides),
+            sliding_window=c.sliding_window if slides else hf.get('sliding_window'),
+            max_window_layers=slides[0]
+            if slides else hf.get('max_window_layers', c.num_layers))
     folder.mkdir(parents=True, exist_ok=True)
     _write_safetensors(folder / WEIGHTS_NAME, state, {'format': 'pt'})
-    with atomic_write(folder / CONFIG_NAME, encoding='utf-8') as f: f.write(json.dumps(hf, indent=2) + '\n')
+    with atomic_write(folder / CONFIG_NAME, encoding='utf-8') as f:
+        f.write(json.dumps(hf, indent=2) + '\n')
     if getattr(model, 'source_generation', None):
-        with atomic_write(folder / 'generation_config.json', encoding='utf-8') as f: f.write(json.dumps(model.source_generation, indent=2) + '\n')
+        with atomic_write(folder / 'generation_config.json', encoding='utf-8') as f:
+            f.write(json.dumps(model.source_generation, indent=2) + '\n')
     return folder
 
 def _gemma_keys(c: GPTConfig, family: str) -> dict:
-    "config.json's keys for Gemma's switches: the activation, the score factor, the caps, which layers slide, and Gemma 3's RoPE per kind of layer."
+    """config.json's keys for Gemma's switches: the activation, the score factor, the caps,
+    which layers slide, and Gemma 3's RoPE per kind of layer."""
     d_head = c.head_dim or c.d_model // c.num_heads
-    keys = {'attention_bias': c.qkv_bias, 'hidden_act': 'gelu_pytorch_tanh', 'hidden_activation': 'gelu_pytorch_tanh'}
+    keys = {
+        'attention_bias': c.qkv_bias, 'hidden_act': 'gelu_pytorch_tanh',
+        'hidden_activation': 'gelu_pytorch_tanh'
+    }
     if family == 'gemma': return keys
     scalar = d_head if c.attn_scale is None else c.attn_scale ** -2
-    slides = [i for i in range(c.num_layers) if c.sliding_window and (c.sliding_layers is None or i in c.sliding_layers)]
-    keys.update(query_pre_attn_scalar=round(scalar) if abs(scalar - round(scalar)) < 1e-9 else scalar, attn_logit_softcapping=c.attn_softcap,
-                final_logit_softcapping=c.logit_softcap, sliding_window=c.sliding_window,
-                layer_types=['sliding_attention' if i in slides else 'full_attention' for i in range(c.num_layers)])
+    slides = [
+        i for i in range(c.num_layers)
+        if c.sliding_window and (c.sliding_layers is None or i in c.sliding_layers)
+    ]
+    keys.update(
+        query_pre_attn_scalar=round(scalar) if abs(scalar - round(scalar)) < 1e-9 else scalar,
+        attn_logit_softcapping=c.attn_softcap, final_logit_softcapping=c.logit_softcap,
+        sliding_window=c.sliding_window, layer_types=[
+            'sliding_attention' if i in slides else 'full_attention'
+            for i in range(c.num_layers)
+        ])
     if family == 'gemma3_text':
         local = c.rope_base if c.rope_local_base is None else c.rope_local_base
-        keys.update(rope_local_base_freq=local, use_bidirectional_attention=False, rope_parameters={
-            'full_attention': {'rope_type': 'default', **(c.rope_scaling or {}), 'rope_theta': c.rope_base},
-            'sliding_attention': {'rope_type': 'default', 'rope_theta': local}})
+        keys.update(
+            rope_local_base_freq=local, use_bidirectional_attention=False, rope_parameters={
+                'full_attention': {
+                    'rope_type': 'default', **(c.rope_scaling or {}), 'rope_theta': c.rope_base
+                }, 'sliding_attention': {'rope_type': 'default', 'rope_theta': local}
+            })
     return keys
 
 _KEPT = ('bos_token_id', 'eos_token_id', 'pad_token_id')      # the source's, not None
-_DROPPED = ('layer_types', 'transformers_version', 'torch_dtype', 'dtype', 'architectures')   # written anew, or for another layer count
+# written anew, or for another layer count
+_DROPPED = ('layer_types', 'transformers_version', 'torch_dtype', 'dtype', 'architectures')
 
 def to_mistral(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
-    "Write a Llama-style `GPT` (with or without a sliding window over every layer) as a folder that `transformers`' `MistralForCausalLM.from_pretrained` loads."
+    """Write a Llama-style `GPT` (with or without a sliding window over every layer) as a folder
+    that `transformers`' `MistralForCausalLM.from_pretrained` loads."""
     return to_llama(model, folder, 'mistral')
 
 def to_qwen2(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
-    "Write a Qwen2-style `GPT` (query, key and value biases only) as a folder that `transformers`' `Qwen2ForCausalLM.from_pretrained` loads."
+    """Write a Qwen2-style `GPT` (query, key and value biases only) as a folder that
+    `transformers`' `Qwen2ForCausalLM.from_pretrained` loads."""
     return to_llama(model, folder, 'qwen2')
 
 def to_qwen3(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
-    "Write a Qwen3-style `GPT` (q/k norms; a head width of its own where it has one) as a folder that `transformers`' `Qwen3ForCausalLM.from_pretrained` loads."
+    """Write a Qwen3-style `GPT` (q/k norms; a head width of its own where it has one) as a
+    folder that `transformers`' `Qwen3ForCausalLM.from_pretrained` loads."""
     return to_llama(model, folder, 'qwen3')
 
 def to_phi3(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
-    "Write a Llama-style `GPT` without biases (with or without a sliding window over every layer) as a folder that `transformers`' `Phi3ForCausalLM.from_pretrained` loads: its projections fused as Phi-3 stores them."
+    """Write a Llama-style `GPT` without biases (with or without a sliding window over every
+    layer) as a folder that `transformers`' `Phi3ForCausalLM.from_pretrained` loads: its
+    projections fused as Phi-3 stores them."""
     return to_llama(model, folder, 'phi3')
 
 def to_olmo2(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
-    "Write an OLMo 2-style `GPT` (norm_output; q/k norms over all heads at once) as a folder that `transformers`' `Olmo2ForCausalLM.from_pretrained` loads."
+    """Write an OLMo 2-style `GPT` (norm_output; q/k norms over all heads at once) as a folder
+    that `transformers`' `Olmo2ForCausalLM.from_pretrained` loads."""
     return to_llama(model, folder, 'olmo2')
 
 def _mixtral_name(name: str) -> str:
-    "A tensor's name as Mixtral's checkpoints write it: the mixture under block_sparse_moe, each expert's w1 (gate), w3 (up), w2 (down)."
+    """A tensor's name as Mixtral's checkpoints write it: the mixture under block_sparse_moe,
+    each expert's w1 (gate), w3 (up), w2 (down)."""
     if '.mlp.' not in name: return name
     for a, b in _MIXTRAL_NAMES.items(): name = name.replace(b, a)
     return name
 
 def to_mixtral(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
-    "Write a Mistral-style `GPT` whose feed-forwards are mixtures of experts (renormalized) as a folder that `transformers`' `MixtralForCausalLM.from_pretrained` loads."
+    """Write a Mistral-style `GPT` whose feed-forwards are mixtures of experts (renormalized) as
+    a folder that `transformers`' `MixtralForCausalLM.from_pretrained` loads."""
     return to_llama(model, folder, 'mixtral')
 
 def to_qwen3_moe(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
-    "Write a Qwen3-style `GPT` whose feed-forwards are mixtures of experts as a folder that `transformers`' `Qwen3MoeForCausalLM.from_pretrained` loads."
+    """Write a Qwen3-style `GPT` whose feed-forwards are mixtures of experts as a folder that
+    `transformers`' `Qwen3MoeForCausalLM.from_pretrained` loads."""
     return to_llama(model, folder, 'qwen3_moe')
 
 def to_gemma(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
-    "Write a Gemma-style `GPT` as a folder that `transformers`' `GemmaForCausalLM.from_pretrained` loads: each norm's gain stored as g - 1."
+    """Write a Gemma-style `GPT` as a folder that `transformers`'
+    `GemmaForCausalLM.from_pretrained` loads: each norm's gain stored as g - 1."""
     return to_llama(model, folder, 'gemma')
 
 def to_gemma2(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
-    "Write a Gemma 2-style `GPT` (sandwich norms, soft caps) as a folder that `transformers`' `Gemma2ForCausalLM.from_pretrained` loads."
+    """Write a Gemma 2-style `GPT` (sandwich norms, soft caps) as a folder that `transformers`'
+    `Gemma2ForCausalLM.from_pretrained` loads."""
     return to_llama(model, folder, 'gemma2')
 
 def to_gemma3(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
-    "Write a Gemma 3-style `GPT` (sandwich norms, q/k norms, a RoPE base per kind of layer) as a folder that `transformers`' `Gemma3ForCausalLM.from_pretrained` loads."
+    """Write a Gemma 3-style `GPT` (sandwich norms, q/k norms, a RoPE base per kind of layer) as
+    a folder that `transformers`' `Gemma3ForCausalLM.from_pretrained` loads."""
     return to_llama(model, folder, 'gemma3_text')
 
-_MOVED = ('generation_settings', 'OpenModel', 'load_open_model', 'complete', 'chat', '_continue')
+_MOVED = ('generation_settings', 'OpenModel', 'load_open_model', 'complete', 'chat',
+          '_continue')
 
 def __getattr__(name):
     "The names that moved to `open_models` (chapter 17d), imported from there on first use."
-    if name not in _MOVED: raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(import_module('transformer_tutorial.open_models'), name)

@@ -12,124 +12,209 @@ from typing import Dict, Optional, Tuple, Union
 import torch
 from torch import nn
 from .model import Transformer
-from .model_files import _hub_folder, _read_tensors, _write_safetensors, read_header, CONFIG_NAME, WEIGHTS_NAME
+from .model_files import _hub_folder, _read_tensors, _write_safetensors
+from .model_files import read_header, CONFIG_NAME, WEIGHTS_NAME
 from .utils import atomic_write
 from .decoding import greedy_decode, beam_search
 
 # %% ../nbs/18_marian.ipynb #c5914c46
 def sinusoid_permutation(d_model: int) -> torch.Tensor:
-    "Indices `perm` (d_model,) with course feature c = Marian feature perm[c]: 2i <- i (the sines), 2i+1 <- d/2 + i (the cosines)."
-    if d_model % 2: raise ValueError(f"d_model must be even to split sines and cosines in halves, got {d_model}")
+    """Indices `perm` (d_model,) with course feature c = Marian feature perm[c]: 2i <- i (the
+    sines), 2i+1 <- d/2 + i (the cosines)."""
+    if d_model % 2:
+        raise ValueError("d_model must be even to split sines and cosines in "
+                         f"halves, got {d_model}")
     half = torch.arange(d_model // 2)
-    return torch.stack([half, half + d_model // 2], 1).flatten()   # (d_model,): 0, d/2, 1, d/2 + 1, ...
+    # (d_model,): 0, d/2, 1, d/2 + 1, ...
+    return torch.stack([half, half + d_model // 2], 1).flatten()
 
 # %% ../nbs/18_marian.ipynb #1ee47c66
-_MARIAN_ACTIVATIONS = {'swish': 'silu', 'silu': 'silu', 'gelu': 'gelu', 'relu': 'relu', 'gelu_new': 'gelu_tanh', 'gelu_pytorch_tanh': 'gelu_tanh'}
-_MARIAN_REQUIRES = {  # keys of opus-mt configs whose other values would describe a function neither MarianMTModel nor the course computes
-    'static_position_embeddings': (True, "a learned position table; Marian's positions are fixed sinusoids, as the course's"),
-    'normalize_before': (False, "pre-LN layers; Marian's, and this chapter's course model, normalize after each residual sum"),
+_MARIAN_ACTIVATIONS = {
+    'swish': 'silu', 'silu': 'silu', 'gelu': 'gelu', 'relu': 'relu', 'gelu_new': 'gelu_tanh',
+    'gelu_pytorch_tanh': 'gelu_tanh'
+}
+# keys of opus-mt configs whose other values would describe a function neither MarianMTModel nor
+# the course computes
+_MARIAN_REQUIRES = {
+    'static_position_embeddings': (True, "a learned position table; Marian's positions are "
+                                         "fixed sinusoids, as the course's"),
+    'normalize_before': (False, "pre-LN layers; Marian's, and this chapter's course model, "
+                                "normalize after each residual sum"),
     'normalize_embedding': (False, "a LayerNorm on the embeddings, which neither model has"),
-    'add_final_layer_norm': (False, "a LayerNorm after each stack's last layer, which a post-LN course model does not have"),
-    'add_bias_logits': (False, "a second bias on the logits besides final_logits_bias, which neither model has"),
-    'scale_embedding': (True, "unscaled embeddings; the course's embeddings always multiply by sqrt(d_model) (chapter 7), as opus-mt's do"),
+    'add_final_layer_norm': (False, "a LayerNorm after each stack's last layer, which a "
+                                    "post-LN course model does not have"),
+    'add_bias_logits': (False, "a second bias on the logits besides final_logits_bias, which "
+                               "neither model has"),
+    'scale_embedding': (True, "unscaled embeddings; the course's embeddings always multiply by "
+                              "sqrt(d_model) (chapter 7), as opus-mt's do"),
 }
 
 def marian_config(hf: dict) -> dict:
-    "The course `Transformer`'s arguments for a Marian config (config.json as a dict); a `ValueError` naming a field whose value the course cannot express."
+    """The course `Transformer`'s arguments for a Marian config (config.json as a dict); a
+    `ValueError` naming a field whose value the course cannot express."""
     if hf.get('model_type', 'marian') != 'marian':
-        raise ValueError(f"the config describes a {hf['model_type']!r} model; from_marian reads MarianMT (model_type 'marian')")
-    need = ('vocab_size', 'd_model', 'encoder_layers', 'decoder_layers', 'encoder_attention_heads', 'decoder_attention_heads',
-            'encoder_ffn_dim', 'decoder_ffn_dim', 'max_position_embeddings', 'pad_token_id', 'eos_token_id')
+        raise ValueError(f"the config describes a {hf['model_type']!r} model; from_marian "
+                         "reads MarianMT (model_type 'marian')")
+    need = ('vocab_size', 'd_model', 'encoder_layers', 'decoder_layers',
+            'encoder_attention_heads', 'decoder_attention_heads', 'encoder_ffn_dim',
+            'decoder_ffn_dim', 'max_position_embeddings', 'pad_token_id', 'eos_token_id')
     missing = [k for k in need if k not in hf]
     if missing: raise ValueError(f"the Marian config lacks {', '.join(missing)}")
-    for a, b in (('encoder_layers', 'decoder_layers'), ('encoder_attention_heads', 'decoder_attention_heads'), ('encoder_ffn_dim', 'decoder_ffn_dim')):
-        if hf[a] != hf[b]: raise ValueError(f"{a}={hf[a]} and {b}={hf[b]} differ; the course's Transformer has one value for both stacks")
-    for key, (want, means) in _MARIAN_REQUIRES.items():   # absent: what transformers assumes (it reads only scale_embedding, default False)
+    for a, b in (
+        ('encoder_layers', 'decoder_layers'),
+        ('encoder_attention_heads', 'decoder_attention_heads'),
+        ('encoder_ffn_dim', 'decoder_ffn_dim'),
+    ):
+        if hf[a] != hf[b]:
+            raise ValueError(f"{a}={hf[a]} and {b}={hf[b]} differ; the course's Transformer "
+                             "has one value for both stacks")
+    for key, (want, means) in _MARIAN_REQUIRES.items():
+        # absent: what transformers assumes (it reads only scale_embedding, default False)
         value = hf.get(key, False if key == 'scale_embedding' else want)
         if value is not None and bool(value) != want:
-            raise ValueError(f"{key}={value!r} means {means}: from_marian reads {key}={want!r} only")
+            raise ValueError(f"{key}={value!r} means {means}: from_marian reads "
+                             f"{key}={want!r} only")
     act = hf.get('activation_function', 'gelu')
-    if act not in _MARIAN_ACTIVATIONS: raise ValueError(f"activation_function {act!r} is not one the course's feed-forward has ({', '.join(_MARIAN_ACTIVATIONS)})")
+    if act not in _MARIAN_ACTIVATIONS:
+        raise ValueError(f"activation_function {act!r} is not one the course's feed-forward "
+                         f"has ({', '.join(_MARIAN_ACTIVATIONS)})")
     shared = hf.get('share_encoder_decoder_embeddings', True)
     tgt_vocab = hf['vocab_size'] if shared else hf.get('decoder_vocab_size') or hf['vocab_size']
-    return dict(src_vocab_size=hf['vocab_size'], tgt_vocab_size=tgt_vocab, d_model=hf['d_model'], num_heads=hf['encoder_attention_heads'],
-                num_layers=hf['encoder_layers'], d_ff=hf['encoder_ffn_dim'], dropout=hf.get('dropout', 0.1), max_len=hf['max_position_embeddings'],
-                norm_first=False, tie_embeddings=hf.get('tie_word_embeddings', True), activation=_MARIAN_ACTIVATIONS[act])
+    return dict(
+        src_vocab_size=hf['vocab_size'],
+        tgt_vocab_size=tgt_vocab,
+        d_model=hf['d_model'],
+        num_heads=hf['encoder_attention_heads'],
+        num_layers=hf['encoder_layers'],
+        d_ff=hf['encoder_ffn_dim'],
+        dropout=hf.get('dropout', 0.1),
+        max_len=hf['max_position_embeddings'],
+        norm_first=False,
+        tie_embeddings=hf.get('tie_word_embeddings', True),
+        activation=_MARIAN_ACTIVATIONS[act],
+    )
 
-_GENERATION_KEYS = ('decoder_start_token_id', 'eos_token_id', 'pad_token_id', 'forced_eos_token_id', 'bad_words_ids', 'num_beams', 'max_length')
+_GENERATION_KEYS = ('decoder_start_token_id', 'eos_token_id', 'pad_token_id',
+                    'forced_eos_token_id', 'bad_words_ids', 'num_beams', 'max_length')
 
 def marian_generation(hf: dict, generation: Optional[dict] = None) -> dict:
-    "What `transformers`' `generate()` reads for a Marian model: its ids, `bad_words_ids`, `forced_eos_token_id`, `num_beams`, `max_length`, from generation_config.json (`generation`) where present, else config.json (`hf`)."
-    merged = {**{k: hf.get(k) for k in _GENERATION_KEYS}, **{k: v for k, v in (generation or {}).items() if k in _GENERATION_KEYS and v is not None}}
-    merged['decoder_start_token_id'] = merged['pad_token_id'] if merged['decoder_start_token_id'] is None else merged['decoder_start_token_id']
+    """What `transformers`' `generate()` reads for a Marian model: its ids, `bad_words_ids`,
+    `forced_eos_token_id`, `num_beams`, `max_length`, from generation_config.json (`generation`)
+    where present, else config.json (`hf`)."""
+    merged = {
+        **{k: hf.get(k) for k in _GENERATION_KEYS},
+        **{
+            k: v
+            for k, v in (generation or {}).items()
+            if k in _GENERATION_KEYS and v is not None
+        },
+    }
+    merged['decoder_start_token_id'] = merged['pad_token_id'] if merged[
+        'decoder_start_token_id'] is None else merged['decoder_start_token_id']
     bad = merged['bad_words_ids'] or []
     if any(len(w) != 1 for w in bad):
-        raise ValueError(f"bad_words_ids={bad!r}: the course's decoders ban single tokens (banned=...), not sequences of several")
-    return {**merged, 'bad_words_ids': bad, 'num_beams': merged['num_beams'] or 1, 'max_length': merged['max_length'] or 512}
+        raise ValueError(f"bad_words_ids={bad!r}: the course's decoders ban single tokens "
+                         "(banned=...), not sequences of several")
+    return {
+        **merged, 'bad_words_ids': bad, 'num_beams': merged['num_beams'] or 1,
+        'max_length': merged['max_length'] or 512
+    }
 
 # %% ../nbs/18_marian.ipynb #2b19f0e9
 _ATTENTION = {'q_proj': 'w_q', 'k_proj': 'w_k', 'v_proj': 'w_v', 'out_proj': 'w_o'}
 
 def _marian_names(model: Transformer) -> Dict[str, Tuple[nn.Module, str]]:
-    "Marian's name of every weight of the course's `model`: {marian name: (course module, 'weight' or 'bias')}."
+    """Marian's name of every weight of the course's `model`: {marian name: (course module,
+    'weight' or 'bias')}."""
     names = {}
-    def linear(prefix, module): names.update({f'{prefix}.weight': (module, 'weight'), f'{prefix}.bias': (module, 'bias')})
+    def linear(prefix, module):
+        names.update(
+            {f'{prefix}.weight': (module, 'weight'), f'{prefix}.bias': (module, 'bias')})
     for stack, layers in (('encoder', model.encoder.layers), ('decoder', model.decoder.layers)):
         for i, layer in enumerate(layers):
             p = f'model.{stack}.layers.{i}.'
-            attentions = [('self_attn', layer.self_attn)] + ([('encoder_attn', layer.cross_attn)] if stack == 'decoder' else [])
-            norms = ['self_attn_layer_norm'] + (['encoder_attn_layer_norm'] if stack == 'decoder' else []) + ['final_layer_norm']
+            attentions = [('self_attn', layer.self_attn)] + (
+                [('encoder_attn', layer.cross_attn)] if stack == 'decoder' else []
+            )
+            norms = ['self_attn_layer_norm'] + (['encoder_attn_layer_norm'] if stack
+                                                == 'decoder' else []) + ['final_layer_norm']
             for name, attn in attentions:
-                for theirs, ours in _ATTENTION.items(): linear(f'{p}{name}.{theirs}', getattr(attn, ours))
+                for theirs, ours in _ATTENTION.items():
+                    linear(f'{p}{name}.{theirs}', getattr(attn, ours))
             linear(p + 'fc1', layer.feed_forward.w_1); linear(p + 'fc2', layer.feed_forward.w_2)
             for name, sub in zip(norms, layer.sublayers): linear(p + name, sub.norm)
     return names
 
 def _permuted(name: str, t: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
-    "Marian's tensor `name` with the model dimension permuted by `perm`, where it reads (last dim) or writes (first dim) the stream."
-    reads = any(k in name for k in ('q_proj.weight', 'k_proj.weight', 'v_proj.weight', 'fc1.weight'))
-    writes = any(k in name for k in ('out_proj', 'fc2', 'layer_norm'))   # out_proj and fc2: weight rows and bias; norms: gain and bias
+    """Marian's tensor `name` with the model dimension permuted by `perm`, where it reads (last
+    dim) or writes (first dim) the stream."""
+    reads = any(k in name for k in ('q_proj.weight', 'k_proj.weight', 'v_proj.weight',
+                                    'fc1.weight'))
+    # out_proj and fc2: weight rows and bias; norms: gain and bias
+    writes = any(k in name for k in ('out_proj', 'fc2', 'layer_norm'))
     return t[:, perm] if reads else t[perm] if writes else t
 
 # %% ../nbs/18_marian.ipynb #2ecb600a
 def _check_marian_state(state, cfg, model):
-    "Raise a `ValueError` naming the first missing or misshapen tensor, before anything is copied."
+    """Raise a `ValueError` naming the first missing or misshapen tensor, before anything is
+    copied."""
     d, V_src, V_tgt = cfg['d_model'], cfg['src_vocab_size'], cfg['tgt_vocab_size']
     want = {n: tuple(getattr(m, what).shape) for n, (m, what) in _marian_names(model).items()}
-    own = ['model.encoder.embed_tokens.weight', 'model.decoder.embed_tokens.weight']   # what the stacks use; absent when saved tied to model.shared
+    # what the stacks use; absent when saved tied to model.shared
+    own = ['model.encoder.embed_tokens.weight', 'model.decoder.embed_tokens.weight']
     emb = own if all(k in state for k in own) else ['model.shared.weight']
     want.update({emb[0]: (V_src, d), emb[-1]: (V_tgt, d) if len(emb) > 1 else (V_src, d)})
     if not cfg['tie_embeddings']: want['lm_head.weight'] = (V_tgt, d)
     for name, shape in want.items():
-        if name not in state: raise ValueError(f"the Marian state dict lacks {name!r} (expected shape {shape})")
+        if name not in state:
+            raise ValueError(f"the Marian state dict lacks {name!r} (expected shape {shape})")
         if tuple(state[name].shape) != shape:
-            raise ValueError(f"Marian tensor {name!r} has shape {tuple(state[name].shape)}, expected {shape} from the config")
+            raise ValueError(f"Marian tensor {name!r} has shape {tuple(state[name].shape)}, "
+                             f"expected {shape} from the config")
     bias = state.get('final_logits_bias')
     if bias is not None and tuple(bias.shape) != (1, V_tgt):
-        raise ValueError(f"Marian tensor 'final_logits_bias' has shape {tuple(bias.shape)}, expected {(1, V_tgt)} from the config")
+        raise ValueError(f"Marian tensor 'final_logits_bias' has shape {tuple(bias.shape)}, "
+                         f"expected {(1, V_tgt)} from the config")
     return emb
 
 def _marian_source(source, config):
-    "(config dict, state dict, generation settings dict or None) of a MarianMTModel, of a state dict with its `config`, or of a folder / Hub id (safetensors only)."
+    """(config dict, state dict, generation settings dict or None) of a MarianMTModel, of a
+    state dict with its `config`, or of a folder / Hub id (safetensors only)."""
     if isinstance(source, nn.Module):
         generation = getattr(source, 'generation_config', None)
-        return source.config.to_dict(), source.state_dict(), generation.to_dict() if generation is not None else None
+        return source.config.to_dict(), source.state_dict(), generation.to_dict(
+        ) if generation is not None else None
     if isinstance(source, dict):
-        if config is None: raise ValueError("a state dict does not say how many heads the model has: pass config= (config.json as a dict, or a MarianConfig)")
+        if config is None:
+            raise ValueError("a state dict does not say how many heads the model has: pass "
+                             "config= (config.json as a dict, or a MarianConfig)")
         return (config if isinstance(config, dict) else config.to_dict()), source, None
-    folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(_hub_folder(str(source)))
-    if not (folder / CONFIG_NAME).is_file(): raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a Marian folder holds {CONFIG_NAME} and {WEIGHTS_NAME}")
+    folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(
+        _hub_folder(str(source)))
+    if not (folder / CONFIG_NAME).is_file():
+        raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a Marian folder holds "
+                                f"{CONFIG_NAME} and {WEIGHTS_NAME}")
     if not (folder / WEIGHTS_NAME).is_file():
-        raise FileNotFoundError(f"{folder} has no {WEIGHTS_NAME} (pickle-based weights are never read here): load the model with "
-                                f"transformers' MarianMTModel.from_pretrained and pass it to from_marian")
+        raise FileNotFoundError(f"{folder} has no {WEIGHTS_NAME} (pickle-based weights are "
+                                "never read here): load the model with "
+                                "transformers' MarianMTModel.from_pretrained and pass "
+                                "it to from_marian")
     hf = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8'))
-    read_header(folder / WEIGHTS_NAME)                                # checked (and a pickle refused) before any tensor is read
+    # checked (and a pickle refused) before any tensor is read
+    read_header(folder / WEIGHTS_NAME)
     generation = folder / 'generation_config.json'
-    return hf, _read_tensors(folder / WEIGHTS_NAME), json.loads(generation.read_text(encoding='utf-8')) if generation.is_file() else None
+    return (
+        hf,
+        _read_tensors(folder / WEIGHTS_NAME),
+        json.loads(generation.read_text(encoding='utf-8')) if generation.is_file() else None,
+    )
 
 @torch.no_grad()
 def from_marian(source, config=None) -> Transformer:
-    "A post-LN course `Transformer` in eval mode holding a MarianMT model: from a `MarianMTModel`, its state dict (with `config`), or a folder or Hub id with config.json and model.safetensors (and generation_config.json, read when there); `model.marian_generation` keeps the ids and generation settings."
+    """A post-LN course `Transformer` in eval mode holding a MarianMT model: from a
+    `MarianMTModel`, its state dict (with `config`), or a folder or Hub id with config.json and
+    model.safetensors (and generation_config.json, read when there); `model.marian_generation`
+    keeps the ids and generation settings."""
     hf, state, generation = _marian_source(source, config)
     cfg = marian_config(hf)
     model = Transformer(**cfg)
@@ -137,73 +222,122 @@ def from_marian(source, config=None) -> Transformer:
     dtype = state[emb[0]].dtype
     model.to(dtype if dtype.is_floating_point else torch.float32)
     perm = sinusoid_permutation(cfg['d_model'])
-    model.src_embed.lut.weight.copy_(state[emb[0]][:, perm]); model.tgt_embed.lut.weight.copy_(state[emb[-1]][:, perm])
-    for name, (module, what) in _marian_names(model).items(): getattr(module, what).copy_(_permuted(name, state[name], perm))
+    model.src_embed.lut.weight.copy_(state[emb[0]][:, perm])
+    model.tgt_embed.lut.weight.copy_(state[emb[-1]][:, perm])
+    for name, (module, what) in _marian_names(model).items():
+        getattr(module, what).copy_(_permuted(name, state[name], perm))
     if not cfg['tie_embeddings']: model.output.weight.copy_(state['lm_head.weight'][:, perm])
     bias = state.get('final_logits_bias')
     model.output.bias.copy_(bias[0] if bias is not None else torch.zeros(cfg['tgt_vocab_size']))
-    table = state.get('model.encoder.embed_positions.weight')    # Marian's own sinusoids, when the state dict has them
+    # Marian's own sinusoids, when the state dict has them
+    table = state.get('model.encoder.embed_positions.weight')
     if table is not None and tuple(table.shape) == tuple(model.positional.pe.shape):
         model.positional.pe.copy_(table[:, perm])
     model.marian_generation = marian_generation(hf, generation)
-    model.marian_ids = {k: model.marian_generation[k] for k in ('pad_token_id', 'eos_token_id', 'decoder_start_token_id')}
+    model.marian_ids = {
+        k: model.marian_generation[k]
+        for k in ('pad_token_id', 'eos_token_id', 'decoder_start_token_id')
+    }
     return model.eval()
 
 # %% ../nbs/18_marian.ipynb #4581720a
 OPUS_MT_EN_DE = {  # Helsinki-NLP/opus-mt-en-de's config.json, every key, as published
-    "_name_or_path": "Helsinki-NLP/opus-mt-en-de", "_num_labels": 3, "activation_dropout": 0.0, "activation_function": "swish",
-    "add_bias_logits": False, "add_final_layer_norm": False, "architectures": ["MarianMTModel"], "attention_dropout": 0.0,
-    "bad_words_ids": [[58100]], "bos_token_id": 0, "classif_dropout": 0.0, "classifier_dropout": 0.0, "d_model": 512,
-    "decoder_attention_heads": 8, "decoder_ffn_dim": 2048, "decoder_layerdrop": 0.0, "decoder_layers": 6, "decoder_start_token_id": 58100,
-    "decoder_vocab_size": 58101, "dropout": 0.1, "encoder_attention_heads": 8, "encoder_ffn_dim": 2048, "encoder_layerdrop": 0.0,
-    "encoder_layers": 6, "eos_token_id": 0, "extra_pos_embeddings": 58101, "forced_eos_token_id": 0, "gradient_checkpointing": False,
-    "id2label": {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}, "init_std": 0.02, "is_encoder_decoder": True,
-    "label2id": {"LABEL_0": 0, "LABEL_1": 1, "LABEL_2": 2}, "max_length": 512, "max_position_embeddings": 512, "model_type": "marian",
-    "normalize_before": False, "normalize_embedding": False, "num_beams": 4, "num_hidden_layers": 6, "pad_token_id": 58100,
-    "scale_embedding": True, "share_encoder_decoder_embeddings": True, "static_position_embeddings": True, "torch_dtype": "float32",
-    "transformers_version": "4.34.0.dev0", "use_cache": True, "vocab_size": 58101}
+    "_name_or_path": "Helsinki-NLP/opus-mt-en-de", "_num_labels": 3, "activation_dropout": 0.0,
+    "activation_function": "swish", "add_bias_logits": False, "add_final_layer_norm": False,
+    "architectures": ["MarianMTModel"], "attention_dropout": 0.0, "bad_words_ids": [[58100]],
+    "bos_token_id": 0, "classif_dropout": 0.0, "classifier_dropout": 0.0, "d_model": 512,
+    "decoder_attention_heads": 8, "decoder_ffn_dim": 2048, "decoder_layerdrop": 0.0,
+    "decoder_layers": 6, "decoder_start_token_id": 58100, "decoder_vocab_size": 58101,
+    "dropout": 0.1, "encoder_attention_heads": 8, "encoder_ffn_dim": 2048,
+    "encoder_layerdrop": 0.0, "encoder_layers": 6, "eos_token_id": 0,
+    "extra_pos_embeddings": 58101, "forced_eos_token_id": 0, "gradient_checkpointing": False,
+    "id2label": {"0": "LABEL_0", "1": "LABEL_1",
+                 "2": "LABEL_2"}, "init_std": 0.02, "is_encoder_decoder": True, "label2id": {
+                     "LABEL_0": 0, "LABEL_1": 1, "LABEL_2": 2
+                 }, "max_length": 512, "max_position_embeddings": 512, "model_type": "marian",
+    "normalize_before": False, "normalize_embedding": False, "num_beams": 4,
+    "num_hidden_layers": 6, "pad_token_id": 58100, "scale_embedding": True,
+    "share_encoder_decoder_embeddings": True, "static_position_embeddings": True,
+    "torch_dtype": "float32", "transformers_version": "4.34.0.dev0", "use_cache": True,
+    "vocab_size": 58101
+}
 OPUS_MT_EN_DE_GENERATION = {  # its generation_config.json
-    "bad_words_ids": [[58100]], "bos_token_id": 0, "decoder_start_token_id": 58100, "eos_token_id": 0, "forced_eos_token_id": 0,
-    "max_length": 512, "num_beams": 4, "pad_token_id": 58100, "renormalize_logits": True, "transformers_version": "4.32.0.dev0"}
+    "bad_words_ids": [[58100]], "bos_token_id": 0, "decoder_start_token_id": 58100,
+    "eos_token_id": 0, "forced_eos_token_id": 0, "max_length": 512, "num_beams": 4,
+    "pad_token_id": 58100, "renormalize_logits": True, "transformers_version": "4.32.0.dev0"
+}
 
 # %% ../nbs/18_marian.ipynb #4437e039
-def marian_generate(model: Transformer, src: torch.Tensor, max_new_tokens: Optional[int] = None, num_beams: Optional[int] = None,
-                    settings: Optional[dict] = None, alpha: float = 0.6) -> torch.Tensor:
-    "Translate source ids (B, Ls) under a Marian model's generation settings (`model.marian_generation`, or `settings`): its ids, banned ids, forced end, beams and length limit; greedy with one beam, else the course's beam search (GNMT penalty `alpha`)."
+def marian_generate(model: Transformer, src: torch.Tensor, max_new_tokens: Optional[int] = None,
+                    num_beams: Optional[int] = None, settings: Optional[dict] = None,
+                    alpha: float = 0.6) -> torch.Tensor:
+    """Translate source ids (B, Ls) under a Marian model's generation settings
+    (`model.marian_generation`, or `settings`): its ids, banned ids, forced end, beams and
+    length limit; greedy with one beam, else the course's beam search (GNMT penalty `alpha`)."""
     s = settings if settings is not None else getattr(model, 'marian_generation', None)
-    if s is None: raise ValueError("the model carries no Marian generation settings: load it with from_marian, or pass settings= (marian_generation's dict)")
-    steps = s['max_length'] - 1 if max_new_tokens is None else max_new_tokens      # max_length counts the decoder's start token
-    ids = dict(start_id=s['decoder_start_token_id'], end_id=s['eos_token_id'], pad_id=s['pad_token_id'],
-               banned=[w[0] for w in s['bad_words_ids']], forced_end_id=s['forced_eos_token_id'])
+    if s is None:
+        raise ValueError("the model carries no Marian generation settings: load it with "
+                         "from_marian, or pass settings= (marian_generation's dict)")
+    # max_length counts the decoder's start token
+    steps = s['max_length'] - 1 if max_new_tokens is None else max_new_tokens
+    ids = dict(start_id=s['decoder_start_token_id'], end_id=s['eos_token_id'],
+               pad_id=s['pad_token_id'], banned=[w[0] for w in s['bad_words_ids']],
+               forced_end_id=s['forced_eos_token_id'])
     beams = num_beams or s['num_beams']
-    return greedy_decode(model, src, steps, **ids) if beams == 1 else beam_search(model, src, steps, beam_size=beams, alpha=alpha, **ids)
+    return greedy_decode(model, src, steps, **ids) if beams == 1 else beam_search(
+        model, src, steps, beam_size=beams, alpha=alpha, **ids)
 
 # %% ../nbs/18_marian.ipynb #80a244cd
-def to_marian(model: Transformer, folder: Union[str, os.PathLike], pad_id: int = 0, eos_id: int = 2, decoder_start_id: Optional[int] = None) -> pathlib.Path:
-    "Write a post-LN course `Transformer` as a MarianMT folder (config.json and model.safetensors) that `MarianMTModel.from_pretrained` loads; the ids are Marian's (decoder start: the pad id unless given)."
+def to_marian(model: Transformer, folder: Union[str, os.PathLike], pad_id: int = 0,
+              eos_id: int = 2, decoder_start_id: Optional[int] = None) -> pathlib.Path:
+    """Write a post-LN course `Transformer` as a MarianMT folder (config.json and
+    model.safetensors) that `MarianMTModel.from_pretrained` loads; the ids are Marian's (decoder
+    start: the pad id unless given)."""
     c = model.config
-    if c.norm_first: raise ValueError("this model is pre-LN (norm_first=True); Marian's layers normalize after the residual sum (post-LN), "
-                                      "which no choice of weights can turn a pre-LN model into: train with norm_first=False to export to Marian")
-    if c.d_model % 2: raise ValueError(f"d_model={c.d_model} is odd; Marian's sinusoids need an even d_model")
+    if c.norm_first:
+        raise ValueError("this model is pre-LN (norm_first=True); Marian's layers normalize "
+                         "after the residual sum (post-LN), "
+                                      "which no choice of weights can turn a pre-LN model "
+                                      "into: train with norm_first=False to export to Marian")
+    if c.d_model % 2:
+        raise ValueError(f"d_model={c.d_model} is odd; Marian's sinusoids need an even d_model")
     folder = pathlib.Path(folder)
-    if folder.exists() and not folder.is_dir(): raise NotADirectoryError(f"{folder} is a file; give a folder to write the Marian model into")
-    inverse = sinusoid_permutation(c.d_model).argsort()               # Marian feature m = course feature inverse[m]
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is a file; give a folder to write the "
+                                 "Marian model into")
+    # Marian feature m = course feature inverse[m]
+    inverse = sinusoid_permutation(c.d_model).argsort()
     src, tgt = model.src_embed.lut.weight, model.tgt_embed.lut.weight
     shared = src.shape == tgt.shape and torch.equal(src, tgt)
-    state = {name: _permuted(name, getattr(module, what).detach(), inverse) for name, (module, what) in _marian_names(model).items()}
+    state = {
+        name: _permuted(name, getattr(module, what).detach(), inverse)
+        for name, (module, what) in _marian_names(model).items()
+    }
     if shared: state['model.shared.weight'] = src.detach()[:, inverse]
-    else: state['model.encoder.embed_tokens.weight'], state['model.decoder.embed_tokens.weight'] = src.detach()[:, inverse], tgt.detach()[:, inverse]
+    else:
+        (
+            state['model.encoder.embed_tokens.weight'],
+            state['model.decoder.embed_tokens.weight'],
+        ) = (src.detach()[:, inverse], tgt.detach()[:, inverse])
     if not c.tie_embeddings: state['lm_head.weight'] = model.output.weight.detach()[:, inverse]
     state['final_logits_bias'] = model.output.bias.detach()[None]
-    act = {'silu': 'swish', 'gelu': 'gelu', 'relu': 'relu', 'gelu_tanh': 'gelu_new'}[c.activation]
-    hf = {'model_type': 'marian', 'architectures': ['MarianMTModel'], 'vocab_size': c.src_vocab_size, 'decoder_vocab_size': c.tgt_vocab_size,
-          'share_encoder_decoder_embeddings': shared, 'tie_word_embeddings': c.tie_embeddings, 'd_model': c.d_model,
-          'encoder_layers': c.num_layers, 'decoder_layers': c.num_layers, 'encoder_attention_heads': c.num_heads,
-          'decoder_attention_heads': c.num_heads, 'encoder_ffn_dim': c.d_ff, 'decoder_ffn_dim': c.d_ff, 'max_position_embeddings': c.max_len,
-          'activation_function': act, 'scale_embedding': True, 'dropout': c.dropout, 'attention_dropout': c.dropout, 'activation_dropout': c.dropout,
-          'pad_token_id': pad_id, 'eos_token_id': eos_id, 'forced_eos_token_id': None,
-          'decoder_start_token_id': pad_id if decoder_start_id is None else decoder_start_id, 'is_encoder_decoder': True}
+    act = {'silu': 'swish', 'gelu': 'gelu', 'relu': 'relu',
+           'gelu_tanh': 'gelu_new'}[c.activation]
+    hf = {
+        'model_type': 'marian', 'architectures': ['MarianMTModel'],
+        'vocab_size': c.src_vocab_size, 'decoder_vocab_size': c.tgt_vocab_size,
+        'share_encoder_decoder_embeddings': shared, 'tie_word_embeddings': c.tie_embeddings,
+        'd_model': c.d_model, 'encoder_layers': c.num_layers, 'decoder_layers': c.num_layers,
+        'encoder_attention_heads': c.num_heads, 'decoder_attention_heads': c.num_heads,
+        'encoder_ffn_dim': c.d_ff, 'decoder_ffn_dim': c.d_ff, 'max_position_embeddings':
+            c.max_len, 'activation_function': act, 'scale_embedding': True,
+        'dropout': c.dropout, 'attention_dropout': c.dropout, 'activation_dropout': c.dropout,
+        'pad_token_id': pad_id, 'eos_token_id': eos_id, 'forced_eos_token_id': None,
+        'decoder_start_token_id': pad_id if decoder_start_id is None else decoder_start_id,
+        'is_encoder_decoder': True
+    }
     folder.mkdir(parents=True, exist_ok=True)
     _write_safetensors(folder / WEIGHTS_NAME, state, {'format': 'pt'})
-    with atomic_write(folder / CONFIG_NAME, encoding='utf-8') as f: f.write(json.dumps(hf, indent=2) + '\n')
+    with atomic_write(folder / CONFIG_NAME, encoding='utf-8') as f:
+        f.write(json.dumps(hf, indent=2) + '\n')
     return folder

@@ -12,7 +12,8 @@ from .validation import _check_positive_int
 
 # %% ../nbs/02_masks.ipynb #f4d6e1a6
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
-    "True where `tokens` (B, L) is a real token; shaped (B, 1, 1, L) to broadcast over heads and queries."
+    """True where `tokens` (B, L) is a real token; shaped (B, 1, 1, L) to broadcast over heads
+    and queries."""
     if tokens.dim() != 2:
         raise ValueError(f"tokens must be shaped (B, L), got {tuple(tokens.shape)}")
     if tokens.is_floating_point() or tokens.is_complex():
@@ -23,9 +24,11 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 def causal_mask(size: int, device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
     "True where query i may attend to key j, i.e. j <= i; shaped (1, 1, size, size)."
     _check_positive_int('size', size)
-    return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]  # (1, 1, L, L)
+    # (1, 1, L, L)
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]
 
 # %% ../nbs/02_masks.ipynb #e28f2fc5
 def target_mask(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
     "Decoder self-attention mask: no padded keys and no future keys, shaped (B, 1, L, L)."
-    return padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), device=tgt.device)  # (B, 1, L, L)
+    # (B, 1, L, L)
+    return padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), device=tgt.device)

@@ -13,12 +13,13 @@ from dataclasses import dataclass, asdict, fields
 from .validation import _check_mask
 from .embeddings import Embeddings
 from .positional import PositionalEncoding
-from .layers import (Encoder, Decoder, copy_encoder_layer_to_torch, copy_decoder_layer_to_torch,
-                                         _copy_layer_norm)
+from .layers import (Encoder, Decoder, copy_encoder_layer_to_torch,
+                                         copy_decoder_layer_to_torch, _copy_layer_norm)
 
 # %% ../nbs/09_transformer.ipynb #f08e93b2
 class DictConfig:
-    "A dataclass of settings that round-trips through a plain dict (the configs of the Transformer and of chapter 17's GPT)."
+    """A dataclass of settings that round-trips through a plain dict (the configs of the
+    Transformer and of chapter 17's GPT)."""
     def to_dict(self) -> dict:
         "A plain dict of the fields (JSON-ready)."
         return asdict(self)
@@ -47,22 +48,33 @@ class TransformerConfig(DictConfig):
 
 # %% ../nbs/09_transformer.ipynb #93b34fab
 class Transformer(nn.Module):
-    "The encoder-decoder Transformer: token ids in, next-token logits (B, Lt, tgt_vocab_size) out."
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512, num_heads: int = 8, num_layers: int = 6,
-                 d_ff: int = 2048, dropout: float = 0.1, max_len: int = 5000, norm_first: bool = True, tie_embeddings: bool = False,
-                 activation: str = 'relu'):
+    """The encoder-decoder Transformer: token ids in, next-token logits (B, Lt, tgt_vocab_size)
+    out."""
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512,
+                 num_heads: int = 8, num_layers: int = 6, d_ff: int = 2048,
+                 dropout: float = 0.1, max_len: int = 5000, norm_first: bool = True,
+                 tie_embeddings: bool = False, activation: str = 'relu'):
         super().__init__()
-        self.config = TransformerConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff,
-                                        dropout, max_len, norm_first, tie_embeddings, activation)
+        self.config = TransformerConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads,
+                                        num_layers, d_ff, dropout, max_len, norm_first,
+                                        tie_embeddings, activation)
         self.src_embed = Embeddings(src_vocab_size, d_model)
         self.tgt_embed = Embeddings(tgt_vocab_size, d_model)
         self.positional = PositionalEncoding(d_model, max_len, dropout)
-        self.encoder = Encoder(d_model, num_heads, d_ff, num_layers, dropout, norm_first, activation=activation)
-        self.decoder = Decoder(d_model, num_heads, d_ff, num_layers, dropout, norm_first, activation=activation)
+        self.encoder = Encoder(d_model, num_heads, d_ff, num_layers, dropout, norm_first,
+                               activation=activation)
+        self.decoder = Decoder(d_model, num_heads, d_ff, num_layers, dropout, norm_first,
+                               activation=activation)
         self.output = nn.Linear(d_model, tgt_vocab_size)
-        for p in [*self.encoder.parameters(), *self.decoder.parameters(), *self.output.parameters()]:
-            if p.dim() > 1: nn.init.xavier_uniform_(p)  # matrices only; biases, LayerNorms and embeddings keep their init
-        if tie_embeddings: self.output.weight = self.tgt_embed.lut.weight  # one tensor, two uses
+        for p in [
+            *self.encoder.parameters(),
+            *self.decoder.parameters(),
+            *self.output.parameters(),
+        ]:
+            # matrices only; biases, LayerNorms and embeddings keep their init
+            if p.dim() > 1: nn.init.xavier_uniform_(p)
+        # one tensor, two uses
+        if tie_embeddings: self.output.weight = self.tgt_embed.lut.weight
 
     @classmethod
     def from_config(cls, config: Union[TransformerConfig, dict]) -> 'Transformer':
@@ -71,18 +83,26 @@ class Transformer(nn.Module):
         return cls(**config.to_dict())
 
     def _check_tokens(self, name, tokens):
-        if tokens.dim() != 2: raise ValueError(f"{name} must be token ids shaped (B, L), got {tuple(tokens.shape)}")
+        if tokens.dim() != 2:
+            raise ValueError(f"{name} must be token ids shaped (B, L), got "
+                             f"{tuple(tokens.shape)}")
         if tokens.size(1) > self.config.max_len:
-            raise ValueError(f"{name} length {tokens.size(1)} exceeds max_len {self.config.max_len}")
+            raise ValueError(f"{name} length {tokens.size(1)} exceeds max_len "
+                             f"{self.config.max_len}")
 
-    def encode(self, src: torch.Tensor, src_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def encode(self, src: torch.Tensor,
+               src_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         "Source ids (B, Ls) -> memory (B, Ls, d_model)."
         self._check_tokens('src', src)
         if src_mask is not None:
-            _check_mask(src_mask, (src.size(0), self.config.num_heads, src.size(1), src.size(1)), 'src_mask')
+            _check_mask(src_mask,
+                        (src.size(0), self.config.num_heads, src.size(1), src.size(1)),
+                        'src_mask')
         return self.encoder(self.positional(self.src_embed(src)), src_mask)  # (B, Ls, d_model)
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor,
+               tgt_mask: Optional[torch.Tensor] = None,
+               memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         "Target ids (B, Lt) and memory (B, Ls, d_model) -> logits (B, Lt, tgt_vocab_size)."
         self._check_tokens('tgt', tgt)
         B, Lt, Ls, H = tgt.size(0), tgt.size(1), memory.size(1), self.config.num_heads
@@ -91,29 +111,41 @@ class Transformer(nn.Module):
         h = self.decoder(self.positional(self.tgt_embed(tgt)), memory, tgt_mask, memory_mask)
         return self.output(h)  # (B, Lt, tgt_vocab_size)
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: Optional[torch.Tensor] = None, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        "Logits for every target position; `memory_mask` defaults to `src_mask` (the same padded keys)."
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor,
+                src_mask: Optional[torch.Tensor] = None,
+                tgt_mask: Optional[torch.Tensor] = None,
+                memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Logits for every target position; `memory_mask` defaults to `src_mask` (the same
+        padded keys)."""
         memory = self.encode(src, src_mask)
-        return self.decode(tgt, memory, tgt_mask, src_mask if memory_mask is None else memory_mask)
+        return self.decode(tgt, memory, tgt_mask,
+                           src_mask if memory_mask is None else memory_mask)
 
 # %% ../nbs/09_transformer.ipynb #e2ce9844
 @torch.no_grad()
-def copy_stack_to_torch(encoder: "Encoder", decoder: "Decoder", torch_transformer: nn.Transformer) -> nn.Transformer:
-    "Copy an `Encoder` and `Decoder` (built with final norms) into a `torch.nn.Transformer`; returns it."
+def copy_stack_to_torch(encoder: "Encoder", decoder: "Decoder",
+                        torch_transformer: nn.Transformer) -> nn.Transformer:
+    """Copy an `Encoder` and `Decoder` (built with final norms) into a `torch.nn.Transformer`;
+    returns it."""
     t_enc, t_dec = torch_transformer.encoder, torch_transformer.decoder
     for ours, theirs, name in ((encoder, t_enc, 'encoder'), (decoder, t_dec, 'decoder')):
         if len(ours.layers) != len(theirs.layers):
-            raise ValueError(f"{name} has {len(ours.layers)} layers, torch's has {len(theirs.layers)}")
+            raise ValueError(f"{name} has {len(ours.layers)} layers, torch's has "
+                             f"{len(theirs.layers)}")
         if isinstance(ours.norm, nn.Identity) or theirs.norm is None:
-            raise ValueError(f"torch.nn.Transformer's {name} ends with a LayerNorm: build ours with final_norm=True")
-    for ours, theirs in zip(encoder.layers, t_enc.layers): copy_encoder_layer_to_torch(ours, theirs)
-    for ours, theirs in zip(decoder.layers, t_dec.layers): copy_decoder_layer_to_torch(ours, theirs)
+            raise ValueError(f"torch.nn.Transformer's {name} ends with a LayerNorm: build ours "
+                             "with final_norm=True")
+    for ours, theirs in zip(encoder.layers, t_enc.layers):
+        copy_encoder_layer_to_torch(ours, theirs)
+    for ours, theirs in zip(decoder.layers, t_dec.layers):
+        copy_decoder_layer_to_torch(ours, theirs)
     _copy_layer_norm(encoder.norm, t_enc.norm); _copy_layer_norm(decoder.norm, t_dec.norm)
     return torch_transformer
 
 # %% ../nbs/09_transformer.ipynb #74fa1c05
 def parameter_table(model: nn.Module) -> Dict[str, int]:
-    "Parameter counts per component of a `Transformer` (shared tensors counted once); the last entry is 'total'."
+    """Parameter counts per component of a `Transformer` (shared tensors counted once); the last
+    entry is 'total'."""
     seen, rows = set(), {}
     def count(name, module):
         n = 0
@@ -150,4 +182,5 @@ def _dropout_role(name):
 
 def dropout_sites(model: nn.Module) -> List[Tuple[str, str, float]]:
     "Every `nn.Dropout` of `model` as (module name, what it drops, p), in registration order."
-    return [(name, _dropout_role(name), m.p) for name, m in model.named_modules() if isinstance(m, nn.Dropout)]
+    return [(name, _dropout_role(name), m.p) for name, m in model.named_modules()
+            if isinstance(m, nn.Dropout)]

@@ -19,72 +19,108 @@ from .model import Transformer, TransformerConfig
 from .utils import atomic_write
 
 # %% ../nbs/11a_model_files.ipynb #376c4b2b
-CONFIG_NAME, WEIGHTS_NAME, STATE_NAME = 'config.json', 'model.safetensors', 'training_state.safetensors'
+CONFIG_NAME, WEIGHTS_NAME, STATE_NAME = (
+    'config.json',
+    'model.safetensors',
+    'training_state.safetensors',
+)
 MODEL_TYPE = 'transformer_tutorial'  # config.json's "model_type": which code reads the folder
-ARCHITECTURES = {  # model_type -> the module, model class and config class that read such a folder (chapter 17 adds the GPT)
+# model_type -> the module, model class and config class that read such a folder (chapter 17
+# adds the GPT)
+ARCHITECTURES = {
     MODEL_TYPE: ('model', 'Transformer', 'TransformerConfig'),
     'transformer_tutorial_gpt': ('gpt', 'GPT', 'GPTConfig'),
 }
 
 class ModelFileError(ValueError):
-    "A model folder or file that cannot be loaded; the message names the file and what is wrong."
+    """A model folder or file that cannot be loaded; the message names the file and what is
+    wrong."""
 
 # %% ../nbs/11a_model_files.ipynb #54797217
 MAX_HEADER = 100_000_000  # bytes: the largest JSON header the safetensors library accepts
-DTYPE_SIZES = {'BOOL': 1, 'U8': 1, 'I8': 1, 'F8_E4M3': 1, 'F8_E5M2': 1, 'I16': 2, 'U16': 2, 'F16': 2, 'BF16': 2,
+DTYPE_SIZES = {'BOOL': 1, 'U8': 1, 'I8': 1, 'F8_E4M3': 1, 'F8_E5M2': 1, 'I16': 2, 'U16': 2,
+               'F16': 2, 'BF16': 2,
                'I32': 4, 'U32': 4, 'F32': 4, 'I64': 8, 'U64': 8, 'F64': 8}
 
 def _is_pickle(head):
-    "Whether a file's first bytes are torch.save's zip archive or a bare pickle (protocol 2 to 5)."
-    return head.startswith(b'PK\x03\x04') or (head[:1] == b'\x80' and head[1:2] in (b'\x02', b'\x03', b'\x04', b'\x05'))
+    """Whether a file's first bytes are torch.save's zip archive or a bare pickle (protocol 2 to
+    5)."""
+    return head.startswith(b'PK\x03\x04') or (head[:1] == b'\x80' and head[1:2]
+                                              in (b'\x02', b'\x03', b'\x04', b'\x05'))
 
 def _check_entry(path, name, info):
-    "Raise unless one header entry has a known dtype, a shape of sizes >= 0 and a byte range that fits them."
+    """Raise unless one header entry has a known dtype, a shape of sizes >= 0 and a byte range
+    that fits them."""
     if not (isinstance(info, dict) and set(info) == {'dtype', 'shape', 'data_offsets'}):
-        raise ModelFileError(f"{path}: header entry {name!r} is not {{dtype, shape, data_offsets}}")
+        raise ModelFileError(f"{path}: header entry {name!r} is not {{dtype, "
+                             "shape, data_offsets}")
     dtype, shape, offsets = info['dtype'], info['shape'], info['data_offsets']
-    if dtype not in DTYPE_SIZES: raise ModelFileError(f"{path}: tensor {name!r} has unknown dtype {dtype!r}")
+    if dtype not in DTYPE_SIZES:
+        raise ModelFileError(f"{path}: tensor {name!r} has unknown dtype {dtype!r}")
     ints = lambda xs: isinstance(xs, list) and all(type(x) is int and x >= 0 for x in xs)
-    if not ints(shape): raise ModelFileError(f"{path}: tensor {name!r} has shape {shape!r}, expected a list of sizes >= 0")
+    if not ints(shape):
+        raise ModelFileError(f"{path}: tensor {name!r} has shape {shape!r}, expected a "
+                             "list of sizes >= 0")
     if not (ints(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1]):
-        raise ModelFileError(f"{path}: tensor {name!r} has data_offsets {offsets!r}, expected [begin, end] with begin <= end")
+        raise ModelFileError(f"{path}: tensor {name!r} has data_offsets {offsets!r}, expected "
+                             "[begin, end] with begin <= end")
     if offsets[1] - offsets[0] != math.prod(shape) * DTYPE_SIZES[dtype]:
-        raise ModelFileError(f"{path}: tensor {name!r} spans {offsets[1] - offsets[0]:,} bytes, but {dtype} {shape} needs "
+        raise ModelFileError(f"{path}: tensor {name!r} spans {offsets[1] - offsets[0]:,} "
+                             f"bytes, but {dtype} {shape} needs "
                              f"{math.prod(shape) * DTYPE_SIZES[dtype]:,}")
 
 def read_header(path: Union[str, os.PathLike]) -> dict:
-    "The JSON header of the safetensors file at `path`, checked against the file's size; nothing else is read."
+    """The JSON header of the safetensors file at `path`, checked against the file's size;
+    nothing else is read."""
     path = pathlib.Path(path)
     size = path.stat().st_size
     with open(path, 'rb') as f:
         head = f.read(8)
         n = int.from_bytes(head, 'little')  # (1) 8 bytes: the header's length, little-endian
-        raw = f.read(n) if 8 <= size and n <= min(MAX_HEADER, size - 8) else b''  # (2) n bytes: JSON
+        # (2) n bytes: JSON
+        raw = f.read(n) if 8 <= size and n <= min(MAX_HEADER, size - 8) else b''
     if not raw.startswith(b'{') and _is_pickle(head):
-        raise ModelFileError(f"{path} is a pickle (torch.save's format), not safetensors; it was not unpickled")
-    if size < 8: raise ModelFileError(f"{path} has {size} bytes; a safetensors file starts with an 8-byte header length")
-    if n > MAX_HEADER: raise ModelFileError(f"{path}: the header length says {n:,} bytes, above safetensors' limit of {MAX_HEADER:,}")
-    if n > size - 8: raise ModelFileError(f"{path}: the header length says {n:,} bytes, but only {size - 8:,} follow (truncated, or not safetensors)")
+        raise ModelFileError(f"{path} is a pickle (torch.save's format), not safetensors; it "
+                             "was not unpickled")
+    if size < 8:
+        raise ModelFileError(f"{path} has {size} bytes; a safetensors file starts with an "
+                             "8-byte header length")
+    if n > MAX_HEADER:
+        raise ModelFileError(f"{path}: the header length says {n:,} bytes, above safetensors' "
+                             f"limit of {MAX_HEADER:,}")
+    if n > size - 8:
+        raise ModelFileError(f"{path}: the header length says {n:,} bytes, but only "
+                             f"{size - 8:,} follow (truncated, or not safetensors)")
     try: header = json.loads(raw)
-    except ValueError as e: raise ModelFileError(f"{path}: the header is not JSON ({e})") from None
-    if not isinstance(header, dict): raise ModelFileError(f"{path}: the header is JSON but not an object")
+    except ValueError as e:
+        raise ModelFileError(f"{path}: the header is not JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise ModelFileError(f"{path}: the header is JSON but not an object")
     meta = header.get('__metadata__', {})
     if not (isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())):
         raise ModelFileError(f"{path}: __metadata__ must map names to strings")
     tensors = {k: v for k, v in header.items() if k != '__metadata__'}
     for name, info in tensors.items(): _check_entry(path, name, info)
-    body, end = size - 8 - n, 0             # (3) the tensors' bytes, back to back, in the order of their offsets
+    # (3) the tensors' bytes, back to back, in the order of their offsets
+    body, end = size - 8 - n, 0
     for name, info in sorted(tensors.items(), key=lambda kv: kv[1]['data_offsets']):
         begin, stop = info['data_offsets']
-        if begin != end: raise ModelFileError(f"{path}: tensor {name!r} starts at data byte {begin:,}, expected {end:,} (a gap or an overlap)")
-        if stop > body: raise ModelFileError(f"{path}: tensor {name!r} needs data bytes {begin:,}-{stop:,}, but the file has {body:,} (truncated)")
+        if begin != end:
+            raise ModelFileError(f"{path}: tensor {name!r} starts at data byte {begin:,}, "
+                                 f"expected {end:,} (a gap or an overlap)")
+        if stop > body:
+            raise ModelFileError(f"{path}: tensor {name!r} needs data bytes "
+                                 f"{begin:,}-{stop:,}, but the file has {body:,} (truncated)")
         end = stop
-    if end != body: raise ModelFileError(f"{path}: {body - end:,} bytes after the last tensor belong to no tensor")
+    if end != body:
+        raise ModelFileError(f"{path}: {body - end:,} bytes after the last tensor "
+                             "belong to no tensor")
     return header
 
 # %% ../nbs/11a_model_files.ipynb #bfb6f84c
 def _stored_tensors(state):
-    "Split a state dict into the tensors to store and the names of tied ones: {alias: stored name} (storage shared)."
+    """Split a state dict into the tensors to store and the names of tied ones: {alias: stored
+    name} (storage shared)."""
     stored, tied, seen = {}, {}, {}
     for name, t in state.items():
         key = (t.device, t.data_ptr(), t.shape, t.stride())
@@ -94,64 +130,113 @@ def _stored_tensors(state):
 
 def _write_safetensors(path, tensors, metadata):
     "Write `tensors` (on any device) and string `metadata` as safetensors, atomically."
-    data = _safetensors_bytes({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=metadata)
+    data = _safetensors_bytes(
+        {k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=metadata
+    )
     with atomic_write(path, 'wb') as f: f.write(data)
 
-def save_pretrained(model: Transformer, folder: Union[str, os.PathLike], task: Optional[dict] = None,
-                    metadata: Optional[Dict[str, str]] = None) -> pathlib.Path:
-    "Write `model` into `folder` as model.safetensors (each tied tensor once) and config.json (the architecture, and `task`)."
+def save_pretrained(
+    model: Transformer,
+    folder: Union[str, os.PathLike],
+    task: Optional[dict] = None,
+    metadata: Optional[Dict[str, str]] = None,
+) -> pathlib.Path:
+    """Write `model` into `folder` as model.safetensors (each tied tensor once) and config.json
+    (the architecture, and `task`)."""
     folder = pathlib.Path(folder)
-    if folder.exists() and not folder.is_dir(): raise NotADirectoryError(f"{folder} is a file; give a folder to write the model into")
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is a file; give a folder to write the model into")
     stored, _ = _stored_tensors(model.state_dict())
     _write_safetensors(folder / WEIGHTS_NAME, stored, {'format': 'pt', **(metadata or {})})
-    cfg = {'model_type': getattr(model, 'model_type', MODEL_TYPE), **model.config.to_dict(), **({'task': task} if task is not None else {})}
-    with atomic_write(folder / CONFIG_NAME, encoding='utf-8') as f: f.write(json.dumps(cfg, indent=2) + '\n')
+    cfg = {
+        'model_type': getattr(model, 'model_type', MODEL_TYPE), **model.config.to_dict(),
+        **({'task': task} if task is not None else {})
+    }
+    with atomic_write(folder / CONFIG_NAME, encoding='utf-8') as f:
+        f.write(json.dumps(cfg, indent=2) + '\n')
     return folder
 
 # %% ../nbs/11a_model_files.ipynb #a4554109
 def _read_tensors(path):
-    "The tensors of a checked safetensors file, read into memory (not memory-mapped: replacing the file later cannot affect them)."
+    """The tensors of a checked safetensors file, read into memory (not memory-mapped: replacing
+    the file later cannot affect them)."""
     return _safetensors_from_bytes(pathlib.Path(path).read_bytes())
 
 FLOAT_DTYPES = ('F32', 'F16', 'BF16', 'F64')
 
 def load_weights(model: Transformer, path: Union[str, os.PathLike]) -> Transformer:
-    "Fill `model` from the safetensors file at `path`, after checking its names, shapes and dtypes against the model."
+    """Fill `model` from the safetensors file at `path`, after checking its names, shapes and
+    dtypes against the model."""
     path, header = pathlib.Path(path), read_header(path)
     want, tied = _stored_tensors(model.state_dict())
     have = {k: v for k, v in header.items() if k != '__metadata__'}
-    few = lambda names: ', '.join(names[:3]) + (f' and {len(names) - 3} more' if len(names) > 3 else '')
+    few = lambda names: ', '.join(names[:3]) + (f' and {len(names) - 3} more'
+                                                if len(names) > 3 else '')
     missing, extra = [k for k in want if k not in have], [k for k in have if k not in want]
-    if missing: raise ModelFileError(f"{path} lacks {len(missing)} tensor(s) that the architecture in {CONFIG_NAME} needs: {few(missing)}")
-    if extra: raise ModelFileError(f"{path} has {len(extra)} tensor(s) that the architecture in {CONFIG_NAME} does not: {few(extra)}")
+    if missing:
+        raise ModelFileError(f"{path} lacks {len(missing)} tensor(s) that the architecture in "
+                             f"{CONFIG_NAME} needs: {few(missing)}")
+    if extra:
+        raise ModelFileError(f"{path} has {len(extra)} tensor(s) that the architecture in "
+                             f"{CONFIG_NAME} does not: {few(extra)}")
     for name, t in want.items():
         if tuple(have[name]['shape']) != tuple(t.shape):
-            raise ModelFileError(f"{path}: tensor {name!r} has shape {tuple(have[name]['shape'])}, but the architecture in "
+            raise ModelFileError(f"{path}: tensor {name!r} has shape "
+                                 f"{tuple(have[name]['shape'])}, but the architecture in "
                                  f"{CONFIG_NAME} needs {tuple(t.shape)}")
         if have[name]['dtype'] not in FLOAT_DTYPES:
-            raise ModelFileError(f"{path}: tensor {name!r} is stored as {have[name]['dtype']}; weights are floating point ({', '.join(FLOAT_DTYPES)})")
+            raise ModelFileError(f"{path}: tensor {name!r} is stored as {have[name]['dtype']}; "
+                                 f"weights are floating point ({', '.join(FLOAT_DTYPES)})")
     tensors = _read_tensors(path)
     tensors.update({alias: tensors[name] for alias, name in tied.items()})
     stored = {t.dtype for t in tensors.values()}
-    if len(stored) == 1: model.to(stored.pop())   # the file's precision kept: bfloat16 weights stay bfloat16
+    # the file's precision kept: bfloat16 weights stay bfloat16
+    if len(stored) == 1: model.to(stored.pop())
     model.load_state_dict(tensors)
     return model
 
 # %% ../nbs/11a_model_files.ipynb #012d64ed
-_LATER_FIELDS = {MODEL_TYPE: ('activation',),  # config fields added after files were first written: absent means the field's default, what those files had
-                 'transformer_tutorial_gpt': ('norm', 'num_kv_heads', 'rope_base', 'qkv_bias', 'out_bias', 'ff_bias', 'tie_embeddings', 'rope_scaling', 'sliding_window', 'sliding_layers')}
-_FOREIGN = {'gpt2': 'gpt2.from_gpt2', 'marian': 'marian.from_marian',
-            **{f: f'llama.from_{f}' for f in ('llama', 'qwen2', 'mistral', 'qwen3', 'phi3', 'olmo2', 'mixtral', 'qwen3_moe', 'gemma', 'gemma2', 'gemma3_text')}}  # other libraries' folders
+# config fields added after files were first written: absent means the field's default, what
+# those files had
+_LATER_FIELDS = {
+    MODEL_TYPE: ('activation', ), 'transformer_tutorial_gpt':
+        ('norm', 'num_kv_heads', 'rope_base', 'qkv_bias', 'out_bias', 'ff_bias',
+         'tie_embeddings', 'rope_scaling', 'sliding_window', 'sliding_layers')
+}
+# other libraries' folders
+_FOREIGN = {
+    'gpt2': 'gpt2.from_gpt2',
+    'marian': 'marian.from_marian',
+    **{
+        f: f'llama.from_{f}'
+        for f in (
+            'llama',
+            'qwen2',
+            'mistral',
+            'qwen3',
+            'phi3',
+            'olmo2',
+            'mixtral',
+            'qwen3_moe',
+            'gemma',
+            'gemma2',
+            'gemma3_text',
+        )
+    },
+}
 
 def _architecture(model_type):
-    "The model class and its config's fields {name: dataclass field} for `model_type` (see `ARCHITECTURES`)."
+    """The model class and its config's fields {name: dataclass field} for `model_type` (see
+    `ARCHITECTURES`)."""
     module, model, config = ARCHITECTURES[model_type]
     module = import_module(f'transformer_tutorial.{module}')
     return getattr(module, model), {f.name: f for f in fields(getattr(module, config))}
 
 def _has_type(value: Any, t) -> bool:
-    "Whether a JSON value fits a config field's type: bool is not a number, an int is a float, Optional[X] also takes None."
-    if getattr(t, '__origin__', None) is Union: return any(_has_type(value, a) for a in t.__args__)
+    """Whether a JSON value fits a config field's type: bool is not a number, an int is a float,
+    Optional[X] also takes None."""
+    if getattr(t, '__origin__', None) is Union:
+        return any(_has_type(value, a) for a in t.__args__)
     if t is type(None): return value is None
     if t is bool: return isinstance(value, bool)
     if t is float: return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -160,200 +245,312 @@ def _has_type(value: Any, t) -> bool:
     return isinstance(value, str) if t is str else type(value) is int
 
 def read_config(folder: Union[str, os.PathLike]) -> dict:
-    "The checked config.json of a model `folder` (or of the folder of its model.safetensors): its 'model_type', every field of that model's config (a `TransformerConfig` or a `GPTConfig`), typed, and an optional 'task'."
+    """The checked config.json of a model `folder` (or of the folder of its model.safetensors):
+    its 'model_type', every field of that model's config (a `TransformerConfig` or a
+    `GPTConfig`), typed, and an optional 'task'."""
     folder = pathlib.Path(folder)
     if folder.is_file(): folder = folder.parent
     path = folder / CONFIG_NAME
     try: cfg = json.loads(path.read_text(encoding='utf-8'))
-    except FileNotFoundError: raise ModelFileError(f"{folder} has no {CONFIG_NAME}; a model folder holds {CONFIG_NAME} (the architecture) and {WEIGHTS_NAME} (the weights)") from None
+    except FileNotFoundError:
+        raise ModelFileError(f"{folder} has no {CONFIG_NAME}; a model folder "
+                             f"holds {CONFIG_NAME} (the architecture) and "
+                             f"{WEIGHTS_NAME} (the weights)") from None
     except ValueError as e: raise ModelFileError(f"{path} is not valid JSON ({e})") from None
-    if not isinstance(cfg, dict): raise ModelFileError(f"{path} holds a JSON {type(cfg).__name__}, expected an object of settings")
+    if not isinstance(cfg, dict):
+        raise ModelFileError(f"{path} holds a JSON {type(cfg).__name__}, expected an "
+                             "object of settings")
     model_type = cfg.get('model_type', MODEL_TYPE)
     if model_type not in ARCHITECTURES:
-        hint = f" (transformers' {model_type} folders: transformer_tutorial.{_FOREIGN[model_type]})" if model_type in _FOREIGN else ''
-        raise ModelFileError(f"{path} describes a {model_type!r} model; this package reads model_type {' or '.join(map(repr, ARCHITECTURES))}{hint}")
+        hint = (
+            f" (transformers' {model_type} folders:"
+            f" transformer_tutorial.{_FOREIGN[model_type]})"
+            if model_type in _FOREIGN
+            else ''
+        )
+        raise ModelFileError(f"{path} describes a {model_type!r} model; this package reads "
+                             f"model_type {' or '.join(map(repr, ARCHITECTURES))}{hint}")
     _, fs = _architecture(model_type)
     later = {k: fs[k].default for k in _LATER_FIELDS.get(model_type, ())}
     arch = {**later, **{k: v for k, v in cfg.items() if k not in ('model_type', 'task')}}
     missing, unknown = [k for k in fs if k not in arch], [k for k in arch if k not in fs]
-    if missing: raise ModelFileError(f"{path} lacks field(s) {missing}; it needs all of {list(fs)}")
-    if unknown: raise ModelFileError(f"{path} has unknown field(s) {unknown}; the fields are {list(fs)}")
+    if missing:
+        raise ModelFileError(f"{path} lacks field(s) {missing}; it needs all of {list(fs)}")
+    if unknown:
+        raise ModelFileError(
+            f"{path} has unknown field(s) {unknown}; the fields are {list(fs)}")
     for k, f in fs.items():
         if not _has_type(arch[k], f.type):
-            raise ModelFileError(f"{path}: {k} is {arch[k]!r}, expected {' or '.join(getattr(a, '__name__', str(a)) for a in getattr(f.type, '__args__', [f.type]))}")
+            expected = ' or '.join(getattr(a, '__name__', str(a))
+                                   for a in getattr(f.type, '__args__', [f.type]))
+            raise ModelFileError(f"{path}: {k} is {arch[k]!r}, expected {expected}")
     return {**cfg, **arch, 'model_type': model_type}
 
 def _build(cfg, folder):
-    "A fresh model (a `Transformer`, or the model its 'model_type' names) from a checked config, or a `ModelFileError` naming what is invalid."
+    """A fresh model (a `Transformer`, or the model its 'model_type' names) from a checked
+    config, or a `ModelFileError` naming what is invalid."""
     kind, fs = _architecture(cfg['model_type'])
     try: return kind(**{k: cfg[k] for k in fs})
-    except ValueError as e: raise ModelFileError(f"{pathlib.Path(folder) / CONFIG_NAME} describes no valid {kind.__name__}: {e}") from None
+    except ValueError as e:
+        raise ModelFileError(f"{pathlib.Path(folder) / CONFIG_NAME} describes no valid "
+                             f"{kind.__name__}: {e}") from None
 
 # %% ../nbs/11a_model_files.ipynb #24390ddc
 def _model_folder(path):
-    "The folder that holds the model at `path` (a folder, or its model.safetensors), checked before anything is read."
+    """The folder that holds the model at `path` (a folder, or its model.safetensors), checked
+    before anything is read."""
     path = pathlib.Path(path)
     if path.is_file():
         with open(path, 'rb') as f: head = f.read(8)
         if _is_pickle(head) and path.suffix != '.safetensors':
-            raise ModelFileError(f"{path} is a pickle-based checkpoint (torch.save's format); this version reads safetensors only. "
+            raise ModelFileError(f"{path} is a pickle-based checkpoint (torch.save's format); "
+                                 "this version reads safetensors only. "
                                  f"Convert it once: transformer-tutorial convert {path} FOLDER")
-        if path.suffix != '.safetensors': raise ModelFileError(f"{path} is neither a model folder nor a .safetensors file")
+        if path.suffix != '.safetensors':
+            raise ModelFileError(f"{path} is neither a model folder nor a .safetensors file")
         path = path.parent
     if not (path / WEIGHTS_NAME).is_file():
-        hint = f"; {path / 'model.pt'} is an old pickle-based checkpoint: convert it with transformer-tutorial convert" if (path / 'model.pt').exists() else ''
-        raise ModelFileError(f"{path} has no {WEIGHTS_NAME}; a model folder holds {CONFIG_NAME} (the architecture) and {WEIGHTS_NAME} (the weights){hint}")
+        hint = (
+            f"; {path / 'model.pt'} is an old pickle-based checkpoint: convert it with"
+            " transformer-tutorial convert"
+            if (path / 'model.pt').exists()
+            else ''
+        )
+        raise ModelFileError(f"{path} has no {WEIGHTS_NAME}; a model folder holds "
+                             f"{CONFIG_NAME} (the architecture) and {WEIGHTS_NAME} "
+                             f"(the weights){hint}")
     return path
 
 def _looks_local(path: str) -> bool:
-    "Whether `path` can only mean a file or folder here, never a Hub repo id 'owner/name': not exactly one '/', a start in '.', '/' or '~', a backslash, an empty part, or a first part that is a folder here (runs/nope)."
+    """Whether `path` can only mean a file or folder here, never a Hub repo id 'owner/name': not
+    exactly one '/', a start in '.', '/' or '~', a backslash, an empty part, or a first part
+    that is a folder here (runs/nope)."""
     parts = path.split('/')
-    return len(parts) != 2 or path.startswith(('.', '/', '~')) or '\\' in path or not all(parts) or os.path.isdir(parts[0])
+    return len(parts) != 2 or path.startswith(
+        ('.', '/', '~')) or '\\' in path or not all(parts) or os.path.isdir(parts[0])
 
 def _hub_folder(repo_id):
-    "Download a Hub repo's config.json and model.safetensors with huggingface_hub (optional) and return the local folder; a path that looks local is not sent to the Hub."
+    """Download a Hub repo's config.json and model.safetensors with huggingface_hub (optional)
+    and return the local folder; a path that looks local is not sent to the Hub."""
     if _looks_local(repo_id): raise FileNotFoundError(f"no model folder or file at {repo_id}")
     try: from huggingface_hub import snapshot_download
     except ImportError:
-        raise FileNotFoundError(f"no model folder or file at {repo_id} (to fetch it from the Hugging Face Hub: pip install huggingface_hub)") from None
+        raise FileNotFoundError(f"no model folder or file at {repo_id} (to fetch it from the "
+                                "Hugging Face Hub: pip install huggingface_hub)") from None
     try: return snapshot_download(repo_id, allow_patterns=[CONFIG_NAME, WEIGHTS_NAME])
-    except Exception as e: raise FileNotFoundError(f"no model folder or file at {repo_id}, and no Hub repo of that name could be fetched ({type(e).__name__})") from None
+    except Exception as e:
+        raise FileNotFoundError(f"no model folder or file at {repo_id}, and no Hub repo of "
+                                f"that name could be fetched ({type(e).__name__})") from None
 
 def _foreign_source(source, config, family: str) -> Tuple[dict, Dict[str, torch.Tensor]]:
-    "(config dict, state dict) of another library's model: a `transformers` model, a state dict with its `config`, or a folder or Hub id holding config.json and model.safetensors (checked, nothing unpickled); `family` names the format in errors."
+    """(config dict, state dict) of another library's model: a `transformers` model, a state
+    dict with its `config`, or a folder or Hub id holding config.json and model.safetensors
+    (checked, nothing unpickled); `family` names the format in errors."""
     if isinstance(source, torch.nn.Module): return source.config.to_dict(), source.state_dict()
     if isinstance(source, dict):
-        if config is None: raise ValueError(f"a state dict does not say how many heads the model has: pass config= ({family}'s config.json as a dict, or its config object)")
+        if config is None:
+            raise ValueError("a state dict does not say how many heads the model "
+                             f"has: pass config= ({family}'s config.json as a dict, "
+                             "or its config object)")
         return (config if isinstance(config, dict) else config.to_dict()), source
-    folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(_hub_folder(str(source)))
-    if not (folder / CONFIG_NAME).is_file(): raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a {family} folder holds {CONFIG_NAME} and {WEIGHTS_NAME}")
+    folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(
+        _hub_folder(str(source)))
+    if not (folder / CONFIG_NAME).is_file():
+        raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a {family} folder holds "
+                                f"{CONFIG_NAME} and {WEIGHTS_NAME}")
     hf = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8'))
     if (folder / WEIGHTS_NAME).is_file():
-        read_header(folder / WEIGHTS_NAME)                 # checked (and a pickle refused) before a byte of tensor data is read
+        # checked (and a pickle refused) before a byte of tensor data is read
+        read_header(folder / WEIGHTS_NAME)
         return hf, _read_tensors(folder / WEIGHTS_NAME)
     if (folder / INDEX_NAME).is_file(): return hf, _read_shards(folder)
-    raise FileNotFoundError(f"{folder} has neither {WEIGHTS_NAME} nor {INDEX_NAME} with its shards: pickle-based weights are never read here; "
+    raise FileNotFoundError(f"{folder} has neither {WEIGHTS_NAME} nor {INDEX_NAME} with its "
+                            "shards: pickle-based weights are never read here; "
                             f"load the model with transformers and pass it instead")
 
-INDEX_NAME = 'model.safetensors.index.json'   # weights split over several files: which file holds each tensor
+# weights split over several files: which file holds each tensor
+INDEX_NAME = 'model.safetensors.index.json'
 
 def _read_shards(folder: pathlib.Path) -> Dict[str, torch.Tensor]:
-    "The tensors of a folder whose weights are split over safetensors shards, as its index lists them; every shard's header checked before any tensor is read, and a missing or unlisted shard or tensor named."
+    """The tensors of a folder whose weights are split over safetensors shards, as its index
+    lists them; every shard's header checked before any tensor is read, and a missing or
+    unlisted shard or tensor named."""
     index = folder / INDEX_NAME
     try: where = json.loads(index.read_text(encoding='utf-8'))['weight_map']
-    except (ValueError, KeyError, TypeError) as e: raise ModelFileError(f"{index} is not an index of shards (a JSON object with a 'weight_map' of tensor -> file): {e!r}") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise ModelFileError(f"{index} is not an index of shards (a JSON object with a "
+                             f"'weight_map' of tensor -> file): {e!r}") from None
     if not isinstance(where, dict) or not all(isinstance(v, str) for v in where.values()):
-        raise ModelFileError(f"{index}: 'weight_map' must map each tensor's name to the file that holds it")
+        raise ModelFileError(f"{index}: 'weight_map' must map each tensor's name to the "
+                             "file that holds it")
     shards = sorted(set(where.values()))
     for name in shards:
-        if pathlib.Path(name).name != name: raise ModelFileError(f"{index} names the shard {name!r}, which is not a file of the folder")
-        if not (folder / name).is_file(): raise ModelFileError(f"{index} lists {name}, which the folder lacks (shard missing: download it again)")
+        if pathlib.Path(name).name != name:
+            raise ModelFileError(f"{index} names the shard {name!r}, which is not a "
+                                 "file of the folder")
+        if not (folder / name).is_file():
+            raise ModelFileError(f"{index} lists {name}, which the folder lacks (shard "
+                                 "missing: download it again)")
     extra = sorted(p.name for p in folder.glob('model-*.safetensors') if p.name not in shards)
-    if extra: raise ModelFileError(f"{folder / extra[0]} is a shard that {INDEX_NAME} does not list: remove it, or use the index that came with it")
-    headers = {name: read_header(folder / name) for name in shards}   # every shard checked before a byte of tensor data is read
+    if extra:
+        raise ModelFileError(f"{folder / extra[0]} is a shard that {INDEX_NAME} does not list: "
+                             "remove it, or use the index that came with it")
+    # every shard checked before a byte of tensor data is read
+    headers = {name: read_header(folder / name) for name in shards}
     for name, header in headers.items():
         for tensor in header:
             if tensor != '__metadata__' and where.get(tensor) != name:
-                raise ModelFileError(f"{folder / name} holds {tensor!r}, which {INDEX_NAME} " + (f"puts in {where[tensor]}" if tensor in where else "does not list"))
+                raise ModelFileError(
+                    f"{folder / name} holds {tensor!r}, which {INDEX_NAME} "
+                    + (f"puts in {where[tensor]}" if tensor in where else "does not list"))
     missing = sorted(t for t, name in where.items() if t not in headers[name])
-    if missing: raise ModelFileError(f"{INDEX_NAME} puts {missing[0]!r} in {where[missing[0]]}, which does not hold it")
+    if missing:
+        raise ModelFileError(f"{INDEX_NAME} puts {missing[0]!r} in {where[missing[0]]}, which "
+                             "does not hold it")
     state = {}
     for name in shards: state.update(_read_tensors(folder / name))
     return state
 
-def from_pretrained(path: Union[str, os.PathLike], device: Union[str, torch.device] = 'cpu', dtype: Optional[torch.dtype] = None) -> torch.nn.Module:
-    "The model (a `Transformer`, or the class its config.json's model_type names) in eval mode, rebuilt from a model folder, its model.safetensors, or a Hub repo id, in the precision of its file unless `dtype` asks for another; nothing is unpickled."
+def from_pretrained(path: Union[str, os.PathLike], device: Union[str, torch.device] = 'cpu',
+                    dtype: Optional[torch.dtype] = None) -> torch.nn.Module:
+    """The model (a `Transformer`, or the class its config.json's model_type names) in eval
+    mode, rebuilt from a model folder, its model.safetensors, or a Hub repo id, in the
+    precision of its file unless `dtype` asks for another; nothing is unpickled."""
     path = os.fspath(path)
-    if not os.path.exists(path): path = _hub_folder(path)  # 'user/name': a Hub repo id, unless it looks local
+    # 'user/name': a Hub repo id, unless it looks local
+    if not os.path.exists(path): path = _hub_folder(path)
     folder = _model_folder(path)
     model = _build(read_config(folder), folder)
     return load_weights(model, folder / WEIGHTS_NAME).to(device=device, dtype=dtype).eval()
 
 # %% ../nbs/11a_model_files.ipynb #ed1250b5
 def _to_json(obj, tensors, name):
-    "A JSON-ready copy of `obj`: tensors moved into `tensors` under `name`; tuples and int-keyed dicts marked to come back as they were."
+    """A JSON-ready copy of `obj`: tensors moved into `tensors` under `name`; tuples and
+    int-keyed dicts marked to come back as they were."""
     if isinstance(obj, torch.Tensor): tensors[name] = obj; return {'__tensor__': name}
-    if isinstance(obj, tuple): return {'__tuple__': [_to_json(v, tensors, f'{name}.{i}') for i, v in enumerate(obj)]}
-    if isinstance(obj, list): return [_to_json(v, tensors, f'{name}.{i}') for i, v in enumerate(obj)]
-    if isinstance(obj, dict) and all(isinstance(k, str) for k in obj): return {k: _to_json(v, tensors, f'{name}.{k}') for k, v in obj.items()}
+    if isinstance(obj, tuple):
+        return {'__tuple__': [_to_json(v, tensors, f'{name}.{i}') for i, v in enumerate(obj)]}
+    if isinstance(obj, list):
+        return [_to_json(v, tensors, f'{name}.{i}') for i, v in enumerate(obj)]
+    if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
+        return {k: _to_json(v, tensors, f'{name}.{k}') for k, v in obj.items()}
     if isinstance(obj, dict) and all(type(k) is int for k in obj):
-        return {'__int_keys__': [[k, _to_json(v, tensors, f'{name}.{k}')] for k, v in obj.items()]}
+        return {
+            '__int_keys__': [[k, _to_json(v, tensors, f'{name}.{k}')] for k, v in obj.items()]
+        }
     if obj is None or isinstance(obj, (bool, int, float, str)): return obj
-    raise TypeError(f"{name} is a {type(obj).__name__}; training state holds tensors, numbers, strings, None, lists, tuples and dicts")
+    raise TypeError(f"{name} is a {type(obj).__name__}; training state holds tensors, numbers, "
+                    "strings, None, lists, tuples and dicts")
 
 def _from_json(obj, tensors, path):
     "Undo `_to_json`."
     if isinstance(obj, list): return [_from_json(v, tensors, path) for v in obj]
     if not isinstance(obj, dict): return obj
     if '__tensor__' in obj:
-        if obj['__tensor__'] not in tensors: raise ModelFileError(f"{path} lacks tensor {obj['__tensor__']!r}, which its training state refers to")
+        if obj['__tensor__'] not in tensors:
+            raise ModelFileError(f"{path} lacks tensor {obj['__tensor__']!r}, which its "
+                                 "training state refers to")
         return tensors[obj['__tensor__']]
     if '__tuple__' in obj: return tuple(_from_json(v, tensors, path) for v in obj['__tuple__'])
-    if '__int_keys__' in obj: return {k: _from_json(v, tensors, path) for k, v in obj['__int_keys__']}
+    if '__int_keys__' in obj:
+        return {k: _from_json(v, tensors, path) for k, v in obj['__int_keys__']}
     return {k: _from_json(v, tensors, path) for k, v in obj.items()}
 
-def save_training_state(folder: Union[str, os.PathLike], optimizer: Optional[torch.optim.Optimizer] = None, scheduler=None,
-                        generator: Optional[torch.Generator] = None, history: Optional[dict] = None, **extra) -> None:
-    "Write training_state.safetensors into `folder`: optimizer, scheduler, batch-generator and torch RNG states, history and `extra`."
+def save_training_state(folder: Union[str, os.PathLike],
+                        optimizer: Optional[torch.optim.Optimizer] = None, scheduler=None,
+                        generator: Optional[torch.Generator] = None,
+                        history: Optional[dict] = None, **extra) -> None:
+    """Write training_state.safetensors into `folder`: optimizer, scheduler, batch-generator and
+    torch RNG states, history and `extra`."""
     history = history or {}
-    state = {'optimizer': optimizer.state_dict() if optimizer else None, 'scheduler': scheduler.state_dict() if scheduler else None,
-             'generator': generator.get_state() if generator is not None else None, 'torch_rng': torch.get_rng_state(),
-             'history': history, 'step': len(history.get('loss', [])), **extra}
+    state = {
+        'optimizer': optimizer.state_dict() if optimizer else None,
+        'scheduler': scheduler.state_dict() if scheduler else None,
+        'generator': generator.get_state() if generator is not None else None,
+        'torch_rng': torch.get_rng_state(), 'history': history,
+        'step': len(history.get('loss', [])), **extra
+    }
     tensors = {}
     tree = _to_json(state, tensors, 'state')
-    _write_safetensors(pathlib.Path(folder) / STATE_NAME, tensors, {'format': 'pt', 'training_state': json.dumps(tree)})
+    _write_safetensors(
+        pathlib.Path(folder) / STATE_NAME, tensors,
+        {'format': 'pt', 'training_state': json.dumps(tree)})
 
 def load_training_state(folder: Union[str, os.PathLike]) -> dict:
-    "Read `folder`/training_state.safetensors back into the dict `save_training_state` stored; nothing is unpickled."
+    """Read `folder`/training_state.safetensors back into the dict `save_training_state` stored;
+    nothing is unpickled."""
     path = pathlib.Path(folder) / STATE_NAME
-    if not path.is_file(): raise ModelFileError(f"{folder} has no {STATE_NAME}: it holds a model, but not the state to resume training")
+    if not path.is_file():
+        raise ModelFileError(f"{folder} has no {STATE_NAME}: it holds a model, but not the "
+                             "state to resume training")
     meta = read_header(path).get('__metadata__', {})
     try: tree = json.loads(meta['training_state'])
-    except (KeyError, ValueError): raise ModelFileError(f"{path} has no readable 'training_state' in its metadata") from None
+    except (KeyError, ValueError):
+        raise ModelFileError(
+            f"{path} has no readable 'training_state' in its metadata") from None
     return _from_json(tree, _read_tensors(path), path)
 
-def resume_training_state(state: dict, optimizer: Optional[torch.optim.Optimizer] = None, scheduler=None,
-                          generator: Optional[torch.Generator] = None) -> None:
-    "Put a loaded training state's optimizer, scheduler, batch-generator and torch RNG states back, to continue training exactly."
+def resume_training_state(state: dict, optimizer: Optional[torch.optim.Optimizer] = None,
+                          scheduler=None, generator: Optional[torch.Generator] = None) -> None:
+    """Put a loaded training state's optimizer, scheduler, batch-generator and torch RNG states
+    back, to continue training exactly."""
     if optimizer is not None: optimizer.load_state_dict(state['optimizer'])
     if scheduler is not None: scheduler.load_state_dict(state['scheduler'])
-    if generator is not None and state.get('generator') is not None: generator.set_state(state['generator'])
-    if state.get('torch_rng') is not None: torch.set_rng_state(state['torch_rng'])  # continue the dropout stream
+    if generator is not None and state.get('generator') is not None:
+        generator.set_state(state['generator'])
+    # continue the dropout stream
+    if state.get('torch_rng') is not None: torch.set_rng_state(state['torch_rng'])
 
 # %% ../nbs/11a_model_files.ipynb #507fe7a3
-def save_checkpoint(folder: Union[str, os.PathLike], model: Transformer, optimizer: Optional[torch.optim.Optimizer] = None,
-                    scheduler=None, history: Optional[dict] = None, generator: Optional[torch.Generator] = None,
+def save_checkpoint(folder: Union[str, os.PathLike], model: Transformer,
+                    optimizer: Optional[torch.optim.Optimizer] = None, scheduler=None,
+                    history: Optional[dict] = None, generator: Optional[torch.Generator] = None,
                     task: Optional[dict] = None, **extra) -> None:
-    "Write a model folder that also resumes: training state first, then the weights and config tagged with the same step."
+    """Write a model folder that also resumes: training state first, then the weights and config
+    tagged with the same step."""
     step = len((history or {}).get('loss', []))
     save_training_state(folder, optimizer, scheduler, generator, history, **extra)
     save_pretrained(model, folder, task, metadata={'step': str(step)})
     return pathlib.Path(folder)
 
-def load_checkpoint(folder: Union[str, os.PathLike], device: Union[str, torch.device] = 'cpu') -> Tuple[Transformer, dict]:
-    "The model and training state of a folder written by `save_checkpoint`; refuses a folder whose two files are from different steps."
+def load_checkpoint(folder: Union[str, os.PathLike],
+                    device: Union[str, torch.device] = 'cpu') -> Tuple[Transformer, dict]:
+    """The model and training state of a folder written by `save_checkpoint`; refuses a folder
+    whose two files are from different steps."""
     model, state = from_pretrained(folder, device), load_training_state(folder)
     step = read_header(pathlib.Path(folder) / WEIGHTS_NAME).get('__metadata__', {}).get('step')
     if step != str(state['step']):
-        raise ModelFileError(f"{folder}: the weights are from step {step} but the training state from step {state['step']} (an interrupted save?)")
+        raise ModelFileError(f"{folder}: the weights are from step {step} but the training "
+                             f"state from step {state['step']} (an interrupted save?)")
     return model, state
 
 # %% ../nbs/11a_model_files.ipynb #0ae9c112
-def load_legacy_checkpoint(path: Union[str, os.PathLike], allow_pickle: bool = False) -> Tuple[Transformer, Optional[dict]]:
-    "A model.pt written by transformer_tutorial 0.1 (torch.save), read with `torch.load(weights_only=True)`; returns (model, task)."
+def load_legacy_checkpoint(path: Union[str, os.PathLike],
+                           allow_pickle: bool = False) -> Tuple[Transformer, Optional[dict]]:
+    """A model.pt written by transformer_tutorial 0.1 (torch.save), read with
+    `torch.load(weights_only=True)`; returns (model, task)."""
     path = pathlib.Path(path)
     with open(path, 'rb') as f:
-        if not _is_pickle(f.read(8)): raise ModelFileError(f"{path} is neither a model folder nor a .safetensors file (nor a pickle-based model.pt of version 0.1)")
+        if not _is_pickle(f.read(8)):
+            raise ModelFileError(f"{path} is neither a model folder nor a .safetensors file "
+                                 "(nor a pickle-based model.pt of version 0.1)")
     if torch.__version__ < '2.10' and not allow_pickle:
-        raise ModelFileError(f"{path} is a pickle, and torch {torch.__version__}'s torch.load(weights_only=True) can run code hidden in one "
-                             f"(before 2.6, CVE-2025-32434) or corrupt memory (before 2.10, CVE-2026-24747); if you wrote this file "
-                             f"yourself, allow it explicitly (allow_pickle=True, or --allow-pickle)")
+        raise ModelFileError(f"{path} is a pickle, and torch {torch.__version__}'s "
+                             "torch.load(weights_only=True) can run code hidden in one "
+                             "(before 2.6, CVE-2025-32434) or corrupt memory (before 2.10, "
+                             "CVE-2026-24747); if you wrote this file "
+                             "yourself, allow it explicitly (allow_pickle=True, "
+                             "or --allow-pickle)")
     if torch.__version__ < '2.10':
-        warnings.warn(f"unpickling {path} with torch {torch.__version__}: unsafe for files from others (CVE-2025-32434 before 2.6, CVE-2026-24747 before 2.10)")
+        warnings.warn(f"unpickling {path} with torch {torch.__version__}: unsafe for files "
+                      "from others (CVE-2025-32434 before 2.6, CVE-2026-24747 before 2.10)")
     try: state = torch.load(path, map_location='cpu', weights_only=True)
-    except Exception as e: raise ModelFileError(f"{path} is not a readable transformer_tutorial 0.1 checkpoint ({type(e).__name__})") from None
+    except Exception as e:
+        raise ModelFileError(f"{path} is not a readable transformer_tutorial 0.1 checkpoint "
+                             f"({type(e).__name__})") from None
     if not (isinstance(state, dict) and state.get('format') == 'transformer_tutorial/1'):
-        raise ModelFileError(f"{path} is a torch file but not a transformer_tutorial 0.1 checkpoint")
+        raise ModelFileError(f"{path} is a torch file but not a "
+                             "transformer_tutorial 0.1 checkpoint")
     model = Transformer.from_config(state['config'])
     model.load_state_dict(state['model'])
     return model.eval(), state.get('task')

@@ -14,7 +14,8 @@ from .validation import _check_positive_int, _check_width
 
 # %% ../nbs/09a_modern_blocks.ipynb #6753489f
 class RMSNorm(nn.Module):
-    "Divide the last dimension by its root mean square (eps inside the root, computed in at least float32), then scale by a learned gain."
+    """Divide the last dimension by its root mean square (eps inside the root, computed in at
+    least float32), then scale by a learned gain."""
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
         _check_positive_int('d_model', d_model)
@@ -23,15 +24,19 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_width('RMSNorm', x, self.d_model)
-        wide = x.to(torch.promote_types(x.dtype, torch.float32))  # float16 and bfloat16 squared in float32 (below)
+        # float16 and bfloat16 squared in float32 (below)
+        wide = x.to(torch.promote_types(x.dtype, torch.float32))
         ms = (wide * wide).mean(-1, keepdim=True)                 # (..., 1): mean square
-        return (wide * torch.rsqrt(ms + self.eps)).to(x.dtype) * self.weight  # (..., d_model), back in x's dtype
+        # (..., d_model), back in x's dtype
+        return (wide * torch.rsqrt(ms + self.eps)).to(x.dtype) * self.weight
 
 # %% ../nbs/09a_modern_blocks.ipynb #31cf9b5d
 def gelu(x: torch.Tensor, approximate: str = 'none') -> torch.Tensor:
-    "x·Φ(x) with Φ the standard normal CDF; `approximate='tanh'` for the tanh formula (as `F.gelu`)."
+    """x·Φ(x) with Φ the standard normal CDF; `approximate='tanh'` for the tanh formula (as
+    `F.gelu`)."""
     if approximate == 'none': return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
-    if approximate == 'tanh': return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    if approximate == 'tanh':
+        return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
     raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
 
 def silu(x: torch.Tensor) -> torch.Tensor:
@@ -39,14 +44,19 @@ def silu(x: torch.Tensor) -> torch.Tensor:
     return x * torch.sigmoid(x)
 
 # %% ../nbs/09a_modern_blocks.ipynb #3e5660cf
-_GATES = {'silu': F.silu, 'gelu_tanh': lambda x: F.gelu(x, approximate='tanh')}   # SwiGLU's gate; GEGLU's, as Gemma computes it
+# SwiGLU's gate; GEGLU's, as Gemma computes it
+_GATES = {'silu': F.silu, 'gelu_tanh': lambda x: F.gelu(x, approximate='tanh')}
 
 class SwiGLUFeedForward(nn.Module):
-    "(SiLU(x W_gate) ⊙ x W_up) W_down, without biases unless `bias` (Shazeer 2020); dropout on the gated hidden layer. `gate='gelu_tanh'` gates with GELU's tanh form instead: GEGLU, from the same paper (Gemma's)."
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False, gate: str = 'silu'):
+    """(SiLU(x W_gate) ⊙ x W_up) W_down, without biases unless `bias` (Shazeer 2020); dropout on
+    the gated hidden layer. `gate='gelu_tanh'` gates with GELU's tanh form instead: GEGLU, from
+    the same paper (Gemma's)."""
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False,
+                 gate: str = 'silu'):
         super().__init__()
         _check_positive_int('d_model', d_model); _check_positive_int('d_ff', d_ff)
-        if gate not in _GATES: raise ValueError(f"gate must be one of {', '.join(_GATES)}, got {gate!r}")
+        if gate not in _GATES:
+            raise ValueError(f"gate must be one of {', '.join(_GATES)}, got {gate!r}")
         self.d_model, self.gate = d_model, gate
         self.w_gate = nn.Linear(d_model, d_ff, bias=bias)  # W
         self.w_up = nn.Linear(d_model, d_ff, bias=bias)    # V
@@ -60,29 +70,39 @@ class SwiGLUFeedForward(nn.Module):
 
 # %% ../nbs/09a_modern_blocks.ipynb #de8eb999
 class MoEFeedForward(nn.Module):
-    "A mixture of `num_experts` SwiGLU feed-forwards: a router scores them for each token, the `top_k` best run, and their outputs are summed weighted by the router's softmax, renormalized over the chosen ones when `renormalize` (Mixtral; Qwen3-MoE where its config says so)."
-    def __init__(self, d_model: int, d_ff: int, num_experts: int, top_k: int = 2, renormalize: bool = True, dropout: float = 0.0,
-                 bias: bool = False):
+    """A mixture of `num_experts` SwiGLU feed-forwards: a router scores them for each token, the
+    `top_k` best run, and their outputs are summed weighted by the router's softmax,
+    renormalized over the chosen ones when `renormalize` (Mixtral; Qwen3-MoE where its config
+    says so)."""
+    def __init__(self, d_model: int, d_ff: int, num_experts: int, top_k: int = 2,
+                 renormalize: bool = True, dropout: float = 0.0, bias: bool = False):
         super().__init__()
         _check_positive_int('num_experts', num_experts); _check_positive_int('top_k', top_k)
-        if top_k > num_experts: raise ValueError(f"top_k={top_k} experts per token, but there are only num_experts={num_experts}")
+        if top_k > num_experts:
+            raise ValueError(f"top_k={top_k} experts per token, but there are only "
+                             f"num_experts={num_experts}")
         self.d_model, self.top_k, self.renormalize = d_model, top_k, renormalize
-        self.router = nn.Linear(d_model, num_experts, bias=False)          # W_r: one score per expert
-        self.experts = nn.ModuleList(SwiGLUFeedForward(d_model, d_ff, dropout, bias) for _ in range(num_experts))
+        self.router = nn.Linear(d_model, num_experts, bias=False)  # W_r: one score per expert
+        self.experts = nn.ModuleList(
+            SwiGLUFeedForward(d_model, d_ff, dropout, bias) for _ in range(num_experts))
 
     def route(self, x: torch.Tensor) -> tuple:
-        "(weights, experts), both (N, top_k), for tokens x (N, d_model): the router's softmax over every expert (in float32 at least), its top_k kept."
-        probs = self.router(x).to(torch.promote_types(x.dtype, torch.float32)).softmax(-1)   # (N, E)
+        """(weights, experts), both (N, top_k), for tokens x (N, d_model): the router's softmax
+        over every expert (in float32 at least), its top_k kept."""
+        # (N, E)
+        probs = self.router(x).to(torch.promote_types(x.dtype, torch.float32)).softmax(-1)
         weights, chosen = probs.topk(self.top_k, dim=-1)                   # (N, k) each
         if self.renormalize: weights = weights / weights.sum(-1, keepdim=True)
         return weights.to(x.dtype), chosen
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_width('MoEFeedForward', x, self.d_model)
-        flat = x.reshape(-1, self.d_model)                                 # (N, d_model), N = B·L tokens
+        flat = x.reshape(-1, self.d_model)  # (N, d_model), N = B·L tokens
         weights, chosen = self.route(flat)
         out = torch.zeros_like(flat)
         for e, expert in enumerate(self.experts):
-            token, slot = (chosen == e).nonzero(as_tuple=True)             # the tokens that chose expert e, and where in their top_k
-            if token.numel(): out.index_add_(0, token, expert(flat[token]) * weights[token, slot, None])
+            # the tokens that chose expert e, and where in their top_k
+            token, slot = (chosen == e).nonzero(as_tuple=True)
+            if token.numel():
+                out.index_add_(0, token, expert(flat[token]) * weights[token, slot, None])
         return out.view_as(x)                                              # (B, L, d_model)

@@ -13,7 +13,8 @@ from torch import nn
 from .attention import scaled_dot_product_attention, _masked_softmax
 from .validation import _check_mask, _check_positive_int
 
-_SDPA_GROUPS = tuple(int(n) for n in torch.__version__.split('+')[0].split('.')[:2]) >= (2, 5)  # enable_gqa, from PyTorch 2.5
+# enable_gqa, from PyTorch 2.5
+_SDPA_GROUPS = tuple(int(n) for n in torch.__version__.split('+')[0].split('.')[:2]) >= (2, 5)
 
 # %% ../nbs/03_multi_head_attention.ipynb #6f071324
 def _check_heads(d_model, num_heads):
@@ -23,7 +24,8 @@ def _check_heads(d_model, num_heads):
         raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    "`(B, L, d_model) -> (B, num_heads, L, d_model // num_heads)`: head `h` gets features `h*d_head` to `(h+1)*d_head`."
+    """`(B, L, d_model) -> (B, num_heads, L, d_model // num_heads)`: head `h` gets features
+    `h*d_head` to `(h+1)*d_head`."""
     B, L, d_model = x.shape
     _check_heads(d_model, num_heads)
     # view cuts the last dim into consecutive blocks; transpose puts heads before positions
@@ -37,40 +39,71 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 # %% ../nbs/03_multi_head_attention.ipynb #1798ae72
 def _check_inputs(query, key, value, d_model):
-    "Raise a clear error unless query/key/value are (B, L, d_model) with matching batch and key/value lengths."
+    """Raise a clear error unless query/key/value are (B, L, d_model) with matching batch and
+    key/value lengths."""
     for name, t in (('query', query), ('key', key), ('value', value)):
         if t.dim() != 3 or t.size(-1) != d_model:
-            raise ValueError(f"{name} must be shaped (B, L, d_model={d_model}), got {tuple(t.shape)}")
+            raise ValueError(f"{name} must be shaped (B, L, d_model={d_model}), got "
+                             f"{tuple(t.shape)}")
     if key.shape[:2] != value.shape[:2]:
-        raise ValueError(f"key and value must have the same (B, L), got {tuple(key.shape[:2])} and {tuple(value.shape[:2])}")
+        raise ValueError(f"key and value must have the same (B, L), got {tuple(key.shape[:2])} "
+                         f"and {tuple(value.shape[:2])}")
     if query.size(0) != key.size(0):
-        raise ValueError(f"query and key must have the same batch size, got {query.size(0)} and {key.size(0)}")
+        raise ValueError(f"query and key must have the same batch size, got {query.size(0)} "
+                         f"and {key.size(0)}")
 
 # %% ../nbs/03_multi_head_attention.ipynb #9845194f
 def _check_kv_heads(num_heads, num_kv_heads):
     "Raise a clear error unless `num_kv_heads` is a positive integer that divides `num_heads`."
     _check_positive_int('num_kv_heads', num_kv_heads)
     if num_heads % num_kv_heads:
-        raise ValueError(f"num_kv_heads ({num_kv_heads}) must divide num_heads ({num_heads}): each key/value head serves a group of query heads")
+        raise ValueError(f"num_kv_heads ({num_kv_heads}) must divide num_heads ({num_heads}): "
+                         "each key/value head serves a group of query heads")
 
 def repeat_kv(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    "`(B, H_kv, L, d_head) -> (B, num_heads, L, d_head)`: key/value head `j` repeated for query heads `j*g` to `(j+1)*g - 1`, g = num_heads // H_kv."
+    """`(B, H_kv, L, d_head) -> (B, num_heads, L, d_head)`: key/value head `j` repeated for
+    query heads `j*g` to `(j+1)*g - 1`, g = num_heads // H_kv."""
     _check_kv_heads(num_heads, x.size(1))
     return x if x.size(1) == num_heads else x.repeat_interleave(num_heads // x.size(1), dim=1)
 
 class MultiHeadAttention(nn.Module):
-    "Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o`; `mask` is boolean, True = may attend. Switches of later families (chapter 17c): `head_dim`, a head width of its own (default d_model / num_heads), `qk_norm`, a norm (made by `qk_norm(d_head)`) of each head's queries and keys, or with `qk_norm_per_head=False` one over all the queries' features and one over all the keys' (`qk_norm(H d_head)`, `qk_norm(H_kv d_head)`); Gemma's `scale`, the scores' factor in place of 1/√d_head, and `softcap` c, each score s replaced by c·tanh(s / c)."
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True, num_kv_heads: Optional[int] = None,
-                 out_bias: Optional[bool] = None, head_dim: Optional[int] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None,
-                 qk_norm_per_head: bool = True, scale: Optional[float] = None, softcap: Optional[float] = None):
+    """Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o`; `mask` is boolean, True
+    = may attend. Switches of later families (chapter 17c): `head_dim`, a head width of its
+    own (default d_model / num_heads), `qk_norm`, a norm (made by `qk_norm(d_head)`) of each
+    head's queries and keys, or with `qk_norm_per_head=False` one over all the queries'
+    features and one over all the keys' (`qk_norm(H d_head)`, `qk_norm(H_kv d_head)`);
+    Gemma's `scale`, the scores' factor in place of 1/√d_head, and `softcap` c, each score s
+    replaced by c·tanh(s / c)."""
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        num_kv_heads: Optional[int] = None,
+        out_bias: Optional[bool] = None,
+        head_dim: Optional[int] = None,
+        qk_norm: Optional[Callable[[int], nn.Module]] = None,
+        qk_norm_per_head: bool = True,
+        scale: Optional[float] = None,
+        softcap: Optional[float] = None,
+    ):
         super().__init__()
         for name, value in (('scale', scale), ('softcap', softcap)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, (int, float)) or not value > 0):
                 raise ValueError(f"{name} must be a positive number or None, got {value!r}")
         if head_dim is None: _check_heads(d_model, num_heads)
-        else: _check_positive_int('num_heads', num_heads); _check_positive_int('head_dim', head_dim)
-        self.d_model, self.num_heads, self.d_head = d_model, num_heads, head_dim or d_model // num_heads
-        self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads  # fewer: grouped-query attention (chapter 17c)
+        else:
+            _check_positive_int('num_heads', num_heads)
+            _check_positive_int('head_dim', head_dim)
+        self.d_model, self.num_heads, self.d_head = (
+            d_model,
+            num_heads,
+            head_dim or d_model // num_heads,
+        )
+        # fewer: grouped-query attention (chapter 17c)
+        self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         _check_kv_heads(num_heads, self.num_kv_heads)
         d_q, d_kv = num_heads * self.d_head, self.num_kv_heads * self.d_head
         self.w_q = nn.Linear(d_model, d_q, bias=bias)      # all heads' W_i^Q side by side
@@ -78,69 +111,107 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(d_model, d_kv, bias=bias)
         self.w_o = nn.Linear(d_q, d_model, bias=bias if out_bias is None else out_bias)
         self.qk_norm_per_head = qk_norm_per_head
-        widths = (self.d_head, self.d_head) if qk_norm_per_head else (d_q, d_kv)   # Qwen3's norms; OLMo 2's
-        self.q_norm, self.k_norm = (qk_norm(widths[0]), qk_norm(widths[1])) if qk_norm else (None, None)
+        # Qwen3's norms; OLMo 2's
+        widths = (self.d_head, self.d_head) if qk_norm_per_head else (d_q, d_kv)
+        self.q_norm, self.k_norm = (
+            (qk_norm(widths[0]), qk_norm(widths[1])) if qk_norm else (None, None)
+        )
         self.scale, self.softcap = scale, softcap   # None, None: softmax(q k^T / sqrt(d_head))
         self.dropout = nn.Dropout(dropout)
 
-    def project(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        "The heads: q (B, H, Lq, d_head), k and v (B, H_kv, Lk, d_head), q and k normed where `qk_norm` was given."
-        q, k = self.w_q(query), self.w_k(key)                # (B, Lq, H d_head), (B, Lk, H_kv d_head)
+    def project(self, query: torch.Tensor, key: torch.Tensor,
+                value: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The heads: q (B, H, Lq, d_head), k and v (B, H_kv, Lk, d_head), q and k normed where
+        `qk_norm` was given."""
+        q, k = self.w_q(query), self.w_k(key)  # (B, Lq, H d_head), (B, Lk, H_kv d_head)
         whole = self.q_norm is not None and not self.qk_norm_per_head
-        if whole: q, k = self.q_norm(q), self.k_norm(k)      # one norm over all the heads' features
+        if whole: q, k = self.q_norm(q), self.k_norm(k)  # one norm over all the heads' features
         q = split_heads(q, self.num_heads)                   # (B, H, Lq, d_head)
-        k = split_heads(k, self.num_kv_heads)                # (B, H_kv, Lk, d_head); H_kv = H unless grouped
+        k = split_heads(k, self.num_kv_heads)  # (B, H_kv, Lk, d_head); H_kv = H unless grouped
         v = split_heads(self.w_v(value), self.num_kv_heads)  # (B, H_kv, Lk, d_head)
-        if self.q_norm is not None and not whole: q, k = self.q_norm(q), self.k_norm(k)   # each head's own
+        # each head's own
+        if self.q_norm is not None and not whole: q, k = self.q_norm(q), self.k_norm(k)
         return q, k, v
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None,
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                mask: Optional[torch.Tensor] = None,
                 need_weights: bool = True) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        "Attend from `query` (B, Lq, d_model) to `key`/`value` (B, Lk, d_model); returns (output, weights (B, H, Lq, Lk) or None)."
+        """Attend from `query` (B, Lq, d_model) to `key`/`value` (B, Lk, d_model); returns
+        (output, weights (B, H, Lq, Lk) or None)."""
         _check_inputs(query, key, value, self.d_model)
         B, Lq, Lk = query.size(0), query.size(1), key.size(1)
         if mask is not None: _check_mask(mask, (B, self.num_heads, Lq, Lk))
-        q, k, v = self.project(query, key, value)             # (B, H, Lq, d_head), (B, H_kv, Lk, d_head) twice
+        # (B, H, Lq, d_head), (B, H_kv, Lk, d_head) twice
+        q, k, v = self.project(query, key, value)
         return self.attend(q, k, v, mask, need_weights)
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor] = None,
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               mask: Optional[torch.Tensor] = None,
                need_weights: bool = True) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        "The rest of the pass, from heads: queries (B, H, Lq, d_head), keys and values (B, H_kv, Lk, d_head); returns (output (B, Lq, d_model), weights or None)."
-        if self.softcap is not None or (need_weights and self.scale is not None):   # Gemma's scores: no fused kernel caps them
-            k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)  # (B, H, Lk, d_head)
-            scores = q @ k.transpose(-2, -1) * (self.scale or self.d_head ** -0.5)   # (B, H, Lq, Lk)
-            if self.softcap is not None: scores = self.softcap * torch.tanh(scores / self.softcap)   # within (-c, c)
+        """The rest of the pass, from heads: queries (B, H, Lq, d_head), keys and values (B,
+        H_kv, Lk, d_head); returns (output (B, Lq, d_model), weights or None)."""
+        if self.softcap is not None or (need_weights and self.scale is not None):
+            # Gemma's scores: no fused kernel caps them
+            # (B, H, Lk, d_head)
+            k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)
+            # (B, H, Lq, Lk)
+            scores = q @ k.transpose(-2, -1) * (self.scale or self.d_head ** -0.5)
+            # within (-c, c)
+            if self.softcap is not None:
+                scores = self.softcap * torch.tanh(scores / self.softcap)
             weights = self.dropout(_masked_softmax(scores, mask))
             out, weights = weights @ v, (weights if need_weights else None)
-        elif need_weights:  # teaching path: the (Lq, Lk) weights are computed, kept and returned
-            k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)  # (B, H, Lk, d_head)
+        elif need_weights:
+            # teaching path: the (Lq, Lk) weights are computed, kept and returned
+            # (B, H, Lk, d_head)
+            k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)
             out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
-        else:             # production path: PyTorch's fused kernel, same mask convention, no weights kept
+        else:  # production path: PyTorch's fused kernel, same mask convention, no weights kept
             p = self.dropout.p if self.training else 0.0
-            if mask is None and _SDPA_GROUPS and k.size(1) != q.size(1):      # the kernel shares each key/value head itself: no copies
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, scale=self.scale, enable_gqa=True)
-            else: out = F.scaled_dot_product_attention(q, repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads), attn_mask=mask, dropout_p=p,
-                                                 scale=self.scale)
+            if mask is None and _SDPA_GROUPS and k.size(1) != q.size(1):
+                # the kernel shares each key/value head itself: no copies
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, scale=self.scale,
+                                                     enable_gqa=True)
+            else:
+                out = F.scaled_dot_product_attention(
+                    q,
+                    repeat_kv(k, self.num_heads),
+                    repeat_kv(v, self.num_heads),
+                    attn_mask=mask,
+                    dropout_p=p,
+                    scale=self.scale,
+                )
             weights = None
-            if mask is not None:  # a query that may attend to nothing gets 0 on every backend (some give NaN)
+            if mask is not None:
+                # a query that may attend to nothing gets 0 on every backend (some give NaN)
                 out = out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
         return self.w_o(merge_heads(out)), weights  # (B, Lq, d_model), (B, H, Lq, Lk) or None
 
 # %% ../nbs/03_multi_head_attention.ipynb #46d799fa
-def copy_mha_to_torch(mha: "MultiHeadAttention", torch_mha: nn.MultiheadAttention) -> nn.MultiheadAttention:
-    "Copy `mha`'s weights into `torch_mha`, an `nn.MultiheadAttention(d_model, num_heads, batch_first=True)`; returns it."
+def copy_mha_to_torch(mha: "MultiHeadAttention",
+                      torch_mha: nn.MultiheadAttention) -> nn.MultiheadAttention:
+    """Copy `mha`'s weights into `torch_mha`, an `nn.MultiheadAttention(d_model, num_heads,
+    batch_first=True)`; returns it."""
     if (torch_mha.embed_dim, torch_mha.num_heads) != (mha.d_model, mha.num_heads):
-        raise ValueError(f"torch_mha has embed_dim={torch_mha.embed_dim}, num_heads={torch_mha.num_heads}; "
+        raise ValueError(f"torch_mha has embed_dim={torch_mha.embed_dim}, "
+                         f"num_heads={torch_mha.num_heads}; "
                          f"expected {mha.d_model} and {mha.num_heads}")
     if mha.num_kv_heads != mha.num_heads:
-        raise ValueError(f"mha has num_kv_heads={mha.num_kv_heads} for num_heads={mha.num_heads}; nn.MultiheadAttention has one key/value head per query head")
+        raise ValueError(f"mha has num_kv_heads={mha.num_kv_heads} for "
+                         f"num_heads={mha.num_heads}; nn.MultiheadAttention has one key/value "
+                         "head per query head")
     if mha.d_head * mha.num_heads != mha.d_model or mha.q_norm is not None:
-        raise ValueError(f"mha has head_dim={mha.d_head} (d_model / num_heads = {mha.d_model // mha.num_heads}) or q/k norms; nn.MultiheadAttention has neither")
+        raise ValueError(f"mha has head_dim={mha.d_head} (d_model / num_heads = "
+                         f"{mha.d_model // mha.num_heads}) or q/k norms; "
+                         "nn.MultiheadAttention has neither")
     ours = (mha.w_q.bias is not None, mha.w_o.bias is not None)
     if ours != (torch_mha.in_proj_bias is not None, torch_mha.out_proj.bias is not None):
-        raise ValueError(f"bias mismatch: mha has bias={ours[0]} (out_bias={ours[1]}), torch_mha has bias={torch_mha.in_proj_bias is not None}")
+        raise ValueError(f"bias mismatch: mha has bias={ours[0]} (out_bias={ours[1]}), "
+                         f"torch_mha has bias={torch_mha.in_proj_bias is not None}")
     with torch.no_grad():
-        torch_mha.in_proj_weight.copy_(torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight]))  # (3 d_model, d_model)
+        # (3 d_model, d_model)
+        torch_mha.in_proj_weight.copy_(
+            torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight]))
         torch_mha.out_proj.weight.copy_(mha.w_o.weight)
         if mha.w_q.bias is not None:
             torch_mha.in_proj_bias.copy_(torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias]))
@@ -148,7 +219,9 @@ def copy_mha_to_torch(mha: "MultiHeadAttention", torch_mha: nn.MultiheadAttentio
     return torch_mha
 
 # %% ../nbs/03_multi_head_attention.ipynb #0546b572
-def to_torch_attn_mask(mask: Optional[torch.Tensor], batch_size: int, num_heads: int, lq: int, lk: int) -> Optional[torch.Tensor]:
-    "Our mask (True = may attend, broadcastable to `(B, H, Lq, Lk)`) as `nn.MultiheadAttention`'s `attn_mask` `(B*H, Lq, Lk)`, True = blocked."
+def to_torch_attn_mask(mask: Optional[torch.Tensor], batch_size: int, num_heads: int, lq: int,
+                       lk: int) -> Optional[torch.Tensor]:
+    """Our mask (True = may attend, broadcastable to `(B, H, Lq, Lk)`) as
+    `nn.MultiheadAttention`'s `attn_mask` `(B*H, Lq, Lk)`, True = blocked."""
     _check_mask(mask, (batch_size, num_heads, lq, lk))
     return (~mask).expand(batch_size, num_heads, lq, lk).reshape(batch_size * num_heads, lq, lk)

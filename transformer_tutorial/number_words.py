@@ -12,20 +12,24 @@ import torch
 from .training import PAD, END, Task
 
 # %% ../nbs/11c_number_words.ipynb #755549a9
-ONES = ('zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen '
+ONES = ('zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen '
+        'fifteen sixteen '
         'seventeen eighteen nineteen').split()
 TENS = 'twenty thirty forty fifty sixty seventy eighty ninety'.split()
-WORDS = ONES + TENS + ['hundred', 'thousand']   # the target vocabulary, after the 3 special tokens
-DIGITS = '0123456789'                           # the source vocabulary, after the 3 special tokens
+# the target vocabulary, after the 3 special tokens
+WORDS = ONES + TENS + ['hundred', 'thousand']
+DIGITS = '0123456789'  # the source vocabulary, after the 3 special tokens
 
 def number_to_words(n: int) -> str:
-    "English words for an integer 0 <= n < 1,000,000, without 'and' or hyphens: 1234 -> 'one thousand two hundred thirty four'."
+    """English words for an integer 0 <= n < 1,000,000, without 'and' or hyphens: 1234 -> 'one
+    thousand two hundred thirty four'."""
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 10 ** 6:
         raise ValueError(f"n must be an integer from 0 to 999999, got {n!r}")
     def below_thousand(k):  # 1 <= k <= 999
         hundreds, rest = divmod(k, 100)
         words = [ONES[hundreds], 'hundred'] if hundreds else []
-        if rest >= 20: words += [TENS[rest // 10 - 2]] + ([ONES[rest % 10]] if rest % 10 else [])
+        if rest >= 20:
+            words += [TENS[rest // 10 - 2]] + ([ONES[rest % 10]] if rest % 10 else [])
         elif rest: words.append(ONES[rest])
         return words
     if n == 0: return 'zero'
@@ -35,48 +39,64 @@ def number_to_words(n: int) -> str:
 
 # %% ../nbs/11c_number_words.ipynb #e15b24d8
 def _heldout(n):
-    "True for the numbers kept out of training: about 1 in 10 of those from 100 up, picked by a fixed multiplicative hash."
+    """True for the numbers kept out of training: about 1 in 10 of those from 100 up, picked by
+    a fixed multiplicative hash."""
     return (n >= 100) & ((n * 2654435761) % 2 ** 32 % 10 == 0)
 
 # %% ../nbs/11c_number_words.ipynb #245d5b05
 @dataclass
 class NumberWords(Task):
-    "Numbers below 10**max_digits, as digit tokens, to be written as English words (`number_to_words`); 1 in 10 numbers from 100 up is held out."
+    """Numbers below 10**max_digits, as digit tokens, to be written as English words
+    (`number_to_words`); 1 in 10 numbers from 100 up is held out."""
     max_digits: int = 6
     name = 'number-words'
 
     def __post_init__(self):
-        if isinstance(self.max_digits, bool) or not isinstance(self.max_digits, int) or not 1 <= self.max_digits <= 6:
-            raise ValueError(f"max_digits must be an integer from 1 to 6 (the largest word is 'thousand'), got {self.max_digits!r}")
+        if (
+            isinstance(self.max_digits, bool)
+            or not isinstance(self.max_digits, int)
+            or not 1 <= self.max_digits <= 6
+        ):
+            raise ValueError("max_digits must be an integer from 1 to 6 (the largest word is "
+                             f"'thousand'), got {self.max_digits!r}")
         self.src_vocab_size, self.tgt_vocab_size = 3 + len(DIGITS), 3 + len(WORDS)
         self.max_src_len = self.max_digits
-        self.max_tgt_len = len(number_to_words(int('7' * self.max_digits)).split()) + 1  # the longest output, then END
+        # the longest output, then END
+        self.max_tgt_len = len(number_to_words(int('7' * self.max_digits)).split()) + 1
 
     def _numbers(self, batch_size, generator, heldout):
-        "`batch_size` numbers, all held out or none: a digit count uniform over 1..max_digits (3.. if held out), then a number with that many digits."
+        """`batch_size` numbers, all held out or none: a digit count uniform over 1..max_digits
+        (3.. if held out), then a number with that many digits."""
         found, lo = [], 3 if heldout else 1
         while sum(map(len, found)) < batch_size:
             k = torch.randint(lo, self.max_digits + 1, (4 * batch_size,), generator=generator)
-            first = torch.where(k == 1, 0, 10 ** (k - 1))                      # the smallest number with k digits
-            n = first + (torch.rand(4 * batch_size, generator=generator, dtype=torch.float64) * (10 ** k - first)).long()
+            first = torch.where(k == 1, 0, 10 ** (k - 1))  # the smallest number with k digits
+            n = first + (torch.rand(4 * batch_size, generator=generator, dtype=torch.float64) *
+                         (10**k - first)).long()
             found.append(n[_heldout(n) == heldout])
         return torch.cat(found)[:batch_size].tolist()
 
     def encode_numbers(self, numbers: Sequence[int]) -> torch.Tensor:
-        "Source ids (B, max_digits), digits then pads, and target ids (B, max_tgt_len), words then END then pads."
+        """Source ids (B, max_digits), digits then pads, and target ids (B, max_tgt_len), words
+        then END then pads."""
         src = torch.full((len(numbers), self.max_src_len), PAD)
         tgt = torch.full((len(numbers), self.max_tgt_len), PAD)
         for i, n in enumerate(numbers):
             digits = [3 + DIGITS.index(c) for c in str(n)]
             words = [3 + WORDS.index(w) for w in number_to_words(n).split()] + [END]
-            src[i, :len(digits)], tgt[i, :len(words)] = torch.tensor(digits), torch.tensor(words)
+            src[i, :len(digits)], tgt[i, :len(words)] = torch.tensor(digits), torch.tensor(
+                words)
         return src, tgt
 
-    def sample(self, batch_size: int, generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    def sample(
+            self, batch_size: int,
+            generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         "A training pair (src, tgt) of `batch_size` numbers, none of them held out."
         return self.encode_numbers(self._numbers(batch_size, generator, heldout=False))
 
-    def heldout_sample(self, batch_size: int, generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    def heldout_sample(
+            self, batch_size: int,
+            generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         "A pair (src, tgt) of `batch_size` held-out numbers, never seen in training."
         return self.encode_numbers(self._numbers(batch_size, generator, heldout=True))
 
@@ -85,22 +105,29 @@ class NumberWords(Task):
         return {'name': 'number_words', 'max_digits': self.max_digits}
 
     def example(self) -> Tuple[torch.Tensor, List[str]]:
-        "The number 123456 (as many digits as the task has) for pictures, and its digits as labels."
+        """The number 123456 (as many digits as the task has) for pictures, and its digits as
+        labels."""
         text = '123456'[:self.max_digits]
         return self.encode(text), list(text)
 
     def encode(self, text: str) -> torch.Tensor:
-        "Source ids (1, digits) of a number typed as text, e.g. '1234'; a clear error for anything else."
+        """Source ids (1, digits) of a number typed as text, e.g. '1234'; a clear error for
+        anything else."""
         text = text.strip()
         bad = sorted(set(text) - set(DIGITS))
-        if bad: raise ValueError(f"{text!r} holds characters other than the digits 0-9: {' '.join(map(repr, bad))}")
+        if bad:
+            raise ValueError(f"{text!r} holds characters other than the digits 0-9: "
+                             f"{' '.join(map(repr, bad))}")
         if not 1 <= len(text) <= self.max_digits:
-            raise ValueError(f"{text!r} has {len(text)} digits; this task writes numbers of 1 to {self.max_digits} digits")
-        if len(text) > 1 and text[0] == '0': raise ValueError(f"{text!r} starts with 0: write the number without leading zeros")
+            raise ValueError(f"{text!r} has {len(text)} digits; this task writes numbers of 1 "
+                             f"to {self.max_digits} digits")
+        if len(text) > 1 and text[0] == '0':
+            raise ValueError(f"{text!r} starts with 0: write the number without leading zeros")
         return torch.tensor([[3 + DIGITS.index(c) for c in text]])
 
     def decode(self, ids: List[int]) -> str:
-        "The words of output ids (a sequence of ints), up to the first END; pads are skipped, other special tokens shown as <?>."
+        """The words of output ids (a sequence of ints), up to the first END; pads are skipped,
+        other special tokens shown as <?>."""
         out = []
         for t in ids:
             if t == END: break

@@ -14,31 +14,64 @@ from .llama import FAMILIES, llama_config
 
 # %% ../nbs/17d_open_models.ipynb #baddd0fd
 def published_configs() -> Dict[str, dict]:
-    "The config.json of twelve open models, the keys that shape each, as their publishers serve them on the Hub (shipped with the package, never downloaded): {model: config}."
-    path = pathlib.Path(transformer_tutorial.__file__).parent / 'data' / 'published_configs.json'
-    return {k: v for k, v in json.loads(path.read_text(encoding='utf-8')).items() if not k.startswith('_')}
+    """The config.json of twelve open models, the keys that shape each, as their publishers
+    serve them on the Hub (shipped with the package, never downloaded): {model: config}."""
+    path = (
+        pathlib.Path(transformer_tutorial.__file__).parent / 'data' / 'published_configs.json'
+    )
+    return {
+        k: v
+        for k, v in json.loads(path.read_text(encoding='utf-8')).items()
+        if not k.startswith('_')
+    }
 
 def family_switches(hf: dict) -> Dict[str, str]:
-    "What a config.json sets of the course's block, one readable entry per switch, from the `GPTConfig` that `llama_config` makes of it."
+    """What a config.json sets of the course's block, one readable entry per switch, from the
+    `GPTConfig` that `llama_config` makes of it."""
     c = llama_config(hf, hf.get('model_type', 'llama'))
     n = gpt_parameter_count(c)
-    unused = c.num_layers * (c.num_experts - c.experts_per_token) * 3 * c.d_model * c.d_ff if c.num_experts else 0   # experts a token skips
+    # experts a token skips
+    unused = c.num_layers * (
+        c.num_experts - c.experts_per_token) * 3 * c.d_model * c.d_ff if c.num_experts else 0
     s = c.rope_scaling
-    slides = [i for i in range(c.num_layers) if c.sliding_layers is None or i in c.sliding_layers] if c.sliding_window else []
-    window = ('none' if not slides else f"{c.sliding_window:,}" + (' in every layer' if len(slides) == c.num_layers else f" in {len(slides)} of {c.num_layers} layers"))
-    biases = [what for what, on in (('q, k, v', c.qkv_bias), ('output', c.out_bias), ('feed-forward', c.ff_bias)) if on]
-    return {'family': FAMILIES[hf.get('model_type', 'llama')][0],
-            'parameters': f"{n / 1e9:.2f}B" + (f" ({(n - unused) / 1e9:.2f}B used per token)" if unused else ''),
-            'norm': 'RMSNorm ' + ('on each sublayer\'s output' if c.norm_output else 'before and after each sublayer' if c.sandwich_norm else 'before each sublayer'),
-            'q/k norm': 'none' if not c.qk_norm else 'per head' if c.qk_norm_per_head else 'over all heads',
-            'heads': f"{c.num_heads} × {c.head_dim or c.d_model // c.num_heads}, {c.num_kv_heads} key/value",
-            'RoPE': f"base {c.rope_base:,.0f}" + (f", {s['rope_type']} × {s['factor']:g}" if s else '') +
-                    (f" (sliding layers {c.rope_local_base:,.0f})" if c.rope_local_base else ''),
-            'window': window,
-            'feed-forward': (f"{c.num_experts} SwiGLU experts of {c.d_ff:,}, {c.experts_per_token} per token" if c.num_experts
-                             else f"{'GEGLU' if c.activation == 'geglu' else 'SwiGLU'} of {c.d_ff:,}"),
-            'soft caps': ', '.join(f"{what} {cap:g}" for what, cap in (('scores', c.attn_softcap), ('logits', c.logit_softcap)) if cap) or 'none',
-            'biases': ', '.join(biases) or 'none', 'embedding tied': ('yes' if c.tie_embeddings else 'no') + (', times √d' if c.scale_embeddings else '')}
+    slides = (
+        [i for i in range(c.num_layers) if c.sliding_layers is None or i in c.sliding_layers]
+        if c.sliding_window
+        else []
+    )
+    window = ('none' if not slides else f"{c.sliding_window:,}" +
+              (' in every layer' if len(slides) == c.num_layers else
+               f" in {len(slides)} of {c.num_layers} layers"))
+    biases = [
+        what for what, on in (('q, k, v', c.qkv_bias), ('output', c.out_bias),
+                              ('feed-forward', c.ff_bias)) if on
+    ]
+    return {
+        'family': FAMILIES[hf.get('model_type', 'llama')][0],
+        'parameters': f"{n / 1e9:.2f}B" +
+                      (f" ({(n - unused) / 1e9:.2f}B used per token)" if unused else ''),
+        'norm':
+            'RMSNorm ' +
+            ('on each sublayer\'s output' if c.norm_output else
+             'before and after each sublayer' if c.sandwich_norm else 'before each sublayer'),
+        'q/k norm': 'none' if not c.qk_norm else
+                    'per head' if c.qk_norm_per_head else 'over all heads',
+        'heads': f"{c.num_heads} × {c.head_dim or c.d_model // c.num_heads}, "
+                 f"{c.num_kv_heads} key/value",
+        'RoPE': f"base {c.rope_base:,.0f}" +
+                (f", {s['rope_type']} × {s['factor']:g}" if s else '') +
+                (f" (sliding layers {c.rope_local_base:,.0f})" if c.rope_local_base else ''),
+        'window': window, 'feed-forward':
+            (f"{c.num_experts} SwiGLU experts of {c.d_ff:,}, "
+             f"{c.experts_per_token} per token"
+             if c.num_experts else f"{'GEGLU' if c.activation == 'geglu' else 'SwiGLU'} of "
+             f"{c.d_ff:,}"),
+        'soft caps': ', '.join(f"{what} {cap:g}"
+                               for what, cap in (('scores', c.attn_softcap),
+                                                 ('logits', c.logit_softcap)) if cap) or 'none',
+        'biases': ', '.join(biases) or 'none', 'embedding tied':
+            ('yes' if c.tie_embeddings else 'no') + (', times √d' if c.scale_embeddings else '')
+    }
 
 # %% ../nbs/17d_open_models.ipynb #77a3f295
 import os
@@ -50,24 +83,47 @@ from .llama import _from
 from .model_files import _hub_folder, CONFIG_NAME
 from .sampling import generate
 
-_CLOSEST = {'gemma3': ('gemma3_text', "Gemma 3's multimodal checkpoint: its text model is a gemma3_text one, under text_config and language_model"),
-            'qwen2_moe': ('qwen3_moe', 'a shared expert beside the routed ones'), 'olmoe': ('olmo2', 'a mixture of experts'),
-            'deepseek_v3': ('qwen3_moe', 'multi-head latent attention and shared experts'), 'deepseek_v2': ('qwen3_moe', 'multi-head latent attention and shared experts'),
-            'gpt_oss': ('mixtral', 'attention sinks, biases and a clamped SwiGLU'), 'llama4': ('llama', 'experts, chunked attention and layers without RoPE'),
-            'smollm3': ('llama', 'layers without RoPE'), 'granite': ('llama', 'multipliers on the embeddings, residuals, scores and logits'),
-            'starcoder2': ('mistral', 'LayerNorm with biases and a GELU feed-forward'), 'cohere': ('llama', 'attention and feed-forward side by side, LayerNorm'),
-            'phi': ('phi3', 'LayerNorm, attention and feed-forward side by side, RoPE on part of each head'), 'olmo': ('olmo2', 'LayerNorm without gains, norms before each sublayer'),
-            'gemma3n': ('gemma3_text', 'per-layer embeddings and alternating updates'), 'gpt2': (None, 'GPT-2: from_gpt2 (chapter 17b) reads it')}   # model_type: (the nearest family, what it adds)
+# model_type: (the nearest family, what it adds)
+_CLOSEST = {
+    'gemma3':
+        ('gemma3_text', "Gemma 3's multimodal checkpoint: its text model is a gemma3_text one, "
+         "under text_config and language_model"),
+    'qwen2_moe': ('qwen3_moe', 'a shared expert beside the routed ones'),
+    'olmoe': ('olmo2', 'a mixture of experts'), 'deepseek_v3':
+        ('qwen3_moe', 'multi-head latent attention and shared experts'), 'deepseek_v2':
+            ('qwen3_moe', 'multi-head latent attention and shared experts'), 'gpt_oss':
+                ('mixtral', 'attention sinks, biases and a clamped SwiGLU'), 'llama4':
+                    ('llama', 'experts, chunked attention and layers without RoPE'),
+    'smollm3': ('llama', 'layers without RoPE'), 'granite':
+        ('llama', 'multipliers on the embeddings, residuals, scores and logits'), 'starcoder2':
+            ('mistral', 'LayerNorm with biases and a GELU feed-forward'),
+    'cohere': ('llama', 'attention and feed-forward side by side, LayerNorm'), 'phi':
+        ('phi3', 'LayerNorm, attention and feed-forward side by side, RoPE on part of each head'
+         ), 'olmo': ('olmo2', 'LayerNorm without gains, norms before each sublayer'), 'gemma3n':
+             ('gemma3_text', 'per-layer embeddings and alternating updates'), 'gpt2':
+                 (None, 'GPT-2: from_gpt2 (chapter 17b) reads it')
+}
 
 def _unknown_family(model_type) -> str:
-    "The end of the refusal of a model_type the course lacks: the nearest family it has and what the model adds, where the course knows it."
+    """The end of the refusal of a model_type the course lacks: the nearest family it has and
+    what the model adds, where the course knows it."""
     if model_type not in _CLOSEST: return ''
     family, adds = _CLOSEST[model_type]
-    return f"; {adds}" if family is None else f"; the nearest the course reads is {FAMILIES[family][0]} (model_type {family!r}), without {adds}"
+    return (
+        f"; {adds}"
+        if family is None
+        else (
+            f"; the nearest the course reads is {FAMILIES[family][0]} (model_type {family!r}),"
+            f" without {adds}"
+        )
+    )
 
 
 def generation_settings(folder: Union[str, os.PathLike]) -> dict:
-    "A model folder's generation_config.json as `generate`'s arguments (eos_id, pad_id, temperature: 0 unless do_sample, top_k, top_p, repetition_penalty) and max_new_tokens, with config.json's end and pad ids where it names none, and transformers' defaults for absent keys."
+    """A model folder's generation_config.json as `generate`'s arguments (eos_id, pad_id,
+    temperature: 0 unless do_sample, top_k, top_p, repetition_penalty) and max_new_tokens, with
+    config.json's end and pad ids where it names none, and transformers' defaults for absent
+    keys."""
     folder = pathlib.Path(folder)
     cfg = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8'))
     path = folder / 'generation_config.json'
@@ -76,63 +132,92 @@ def generation_settings(folder: Union[str, os.PathLike]) -> dict:
     sample = bool(g.get('do_sample', False))
     pad = g.get('pad_token_id', cfg.get('pad_token_id'))
     top_k, top_p = g.get('top_k', 50), g.get('top_p', 1.0)
-    return {'eos_id': g.get('eos_token_id', cfg.get('eos_token_id')), 'pad_id': pad if isinstance(pad, int) else None,
-            'temperature': float(g.get('temperature', 1.0)) if sample else 0.0, 'top_k': top_k if sample and top_k else None,
-            'top_p': top_p if sample and top_p < 1 else None, 'repetition_penalty': float(g.get('repetition_penalty', 1.0)),
-            'max_new_tokens': g.get('max_new_tokens')}
+    return {
+        'eos_id': g.get('eos_token_id', cfg.get('eos_token_id')),
+        'pad_id': pad if isinstance(pad, int) else None,
+        'temperature': float(g.get('temperature', 1.0)) if sample else 0.0,
+        'top_k': top_k if sample and top_k else None,
+        'top_p': top_p if sample and top_p < 1 else None,
+        'repetition_penalty': float(g.get('repetition_penalty', 1.0)),
+        'max_new_tokens': g.get('max_new_tokens'),
+    }
 
 @dataclass
 class OpenModel:
-    "A model folder as the Hub serves it, read by the course: the model (a `GPT` in eval mode), its tokenizer (chapter 16b's `HubTokenizer`) and its `generation_settings`."
+    """A model folder as the Hub serves it, read by the course: the model (a `GPT` in eval
+    mode), its tokenizer (chapter 16b's `HubTokenizer`) and its `generation_settings`."""
     model: GPT
     tokenizer: Any
     settings: dict
 
 def load_open_model(source: Union[str, os.PathLike]) -> OpenModel:
-    "The model (of any family of `FAMILIES`), tokenizer and generation settings of a folder (or Hub id) holding config.json, the weights, tokenizer.json and its config."
+    """The model (of any family of `FAMILIES`), tokenizer and generation settings of a folder
+    (or Hub id) holding config.json, the weights, tokenizer.json and its config."""
     from transformer_tutorial.hub_tokenizer import HubTokenizer
-    folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(_hub_folder(str(source)))
-    if not (folder / CONFIG_NAME).is_file(): raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a model folder holds config.json, the weights and tokenizer.json")
+    folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(
+        _hub_folder(str(source)))
+    if not (folder / CONFIG_NAME).is_file():
+        raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a model folder holds "
+                                "config.json, the weights and tokenizer.json")
     family = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8')).get('model_type')
     if family not in FAMILIES:
-        raise ValueError(f"{folder / CONFIG_NAME} describes a {family!r} model; the course runs {', '.join(n for n, _ in FAMILIES.values())} folders "
-                         f"(model_type {', '.join(map(repr, FAMILIES))}){_unknown_family(family)}")
+        raise ValueError(f"{folder / CONFIG_NAME} describes a {family!r} model; the course "
+                         f"runs {', '.join(n for n, _ in FAMILIES.values())} folders "
+                         "(model_type "
+                         f"{', '.join(map(repr, FAMILIES))}){_unknown_family(family)}")
     model, tokenizer = _from(folder, None, family), HubTokenizer.from_files(folder)
     if max(tokenizer.id_to_token) >= model.config.vocab_size:
-        raise ValueError(f"{folder}: the tokenizer has ids up to {max(tokenizer.id_to_token)}, past the model's vocab_size of {model.config.vocab_size}")
+        raise ValueError(f"{folder}: the tokenizer has ids up to {max(tokenizer.id_to_token)}, "
+                         f"past the model's vocab_size of {model.config.vocab_size}")
     return OpenModel(model, tokenizer, generation_settings(folder))
 
 def _streamer(tokenizer, stream):
-    "An `on_token` for `generate` that hands `stream` each piece of new text as soon as it is whole (a character cut between two tokens waits for the second)."
+    """An `on_token` for `generate` that hands `stream` each piece of new text as soon as it is
+    whole (a character cut between two tokens waits for the second)."""
     new, shown = [], ['']
     def on_token(ids):
         new.append(int(ids[0]))
-        text = tokenizer.decode(new, skip_special_tokens=True).rstrip('\ufffd')   # an unfinished character reads as U+FFFD for now
-        if len(text) > len(shown[0]) and text.startswith(shown[0]): stream(text[len(shown[0]):]); shown[0] = text
+        # an unfinished character reads as U+FFFD for now
+        text = tokenizer.decode(new, skip_special_tokens=True).rstrip('\ufffd')
+        if len(text) > len(shown[0]) and text.startswith(shown[0]):
+            stream(text[len(shown[0]):]); shown[0] = text
     return on_token, shown
 
-def _continue(m: OpenModel, ids: List[int], max_new_tokens, seed, overrides, stream=None) -> List[int]:
-    "The new ids after `ids`, generated with the folder's settings less the `overrides` given (not None); `stream` receives the text as it comes."
+def _continue(m: OpenModel, ids: List[int], max_new_tokens, seed, overrides,
+              stream=None) -> List[int]:
+    """The new ids after `ids`, generated with the folder's settings less the `overrides` given
+    (not None); `stream` receives the text as it comes."""
     s = {**m.settings, **{k: v for k, v in overrides.items() if v is not None}}
     room = m.model.config.max_len - len(ids)
-    if room < 1: raise ValueError(f"the prompt has {len(ids)} tokens, and the model reads at most max_len={m.model.config.max_len}")
+    if room < 1:
+        raise ValueError(f"the prompt has {len(ids)} tokens, and the model reads at most "
+                         f"max_len={m.model.config.max_len}")
     folder_max = s.pop('max_new_tokens', None)
     n = min(max_new_tokens or folder_max or 256, room)
     device = next(m.model.parameters()).device
     on_token, shown = _streamer(m.tokenizer, stream) if stream else (None, None)
-    out = generate(m.model, torch.tensor([ids], device=device), n, generator=seed, on_token=on_token, **s)[0, len(ids):].tolist()
+    out = generate(m.model, torch.tensor([ids], device=device), n, generator=seed,
+                   on_token=on_token, **s)[0, len(ids):].tolist()
     ends = s['eos_id'] if isinstance(s['eos_id'], list) else [s['eos_id']]
     out = out[:next((i + 1 for i, t in enumerate(out) if t in ends), len(out))]
-    if stream:                                                                   # what was held back, and any end of the text
+    if stream:  # what was held back, and any end of the text
         text = m.tokenizer.decode(out, skip_special_tokens=True)
         if text != shown[0]: stream(text[len(shown[0]):] if text.startswith(shown[0]) else text)
     return out
 
-def complete(m: OpenModel, prompt: str, max_new_tokens: Optional[int] = None, seed: int = 0, stream: Optional[Callable[[str], None]] = None, **overrides) -> str:
-    "The text the model adds to `prompt` (encoded as transformers encodes it, BOS included where the tokenizer adds one); `stream(piece)` gets it as it comes."
-    return m.tokenizer.decode(_continue(m, m.tokenizer.encode(prompt), max_new_tokens, seed, overrides, stream), skip_special_tokens=True)
+def complete(m: OpenModel, prompt: str, max_new_tokens: Optional[int] = None, seed: int = 0,
+             stream: Optional[Callable[[str], None]] = None, **overrides) -> str:
+    """The text the model adds to `prompt` (encoded as transformers encodes it, BOS included
+    where the tokenizer adds one); `stream(piece)` gets it as it comes."""
+    return m.tokenizer.decode(
+        _continue(m, m.tokenizer.encode(prompt), max_new_tokens, seed, overrides, stream),
+        skip_special_tokens=True)
 
-def chat(m: OpenModel, messages: Sequence[dict], max_new_tokens: Optional[int] = None, seed: int = 0, stream: Optional[Callable[[str], None]] = None, **overrides) -> str:
-    "The assistant's reply to `messages` ([{'role': 'user', 'content': ...}, ...]), rendered by the folder's chat template as transformers renders it; `stream(piece)` gets it as it comes."
+def chat(m: OpenModel, messages: Sequence[dict], max_new_tokens: Optional[int] = None,
+         seed: int = 0, stream: Optional[Callable[[str], None]] = None, **overrides) -> str:
+    """The assistant's reply to `messages` ([{'role': 'user', 'content': ...}, ...]), rendered
+    by the folder's chat template as transformers renders it; `stream(piece)` gets it as it
+    comes."""
     ids = m.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    return m.tokenizer.decode(_continue(m, ids, max_new_tokens, seed, overrides, stream), skip_special_tokens=True)
+    return m.tokenizer.decode(_continue(m, ids, max_new_tokens, seed, overrides, stream),
+                              skip_special_tokens=True)

@@ -40,7 +40,9 @@ from .tokenizer import merge_pair
 from .training import sequence_loss, train_step
 
 # %% ../nbs/14_pitfalls.ipynb #c632d43c
-MUTANTS = {}  # name -> (name of the check in transformer_tutorial.checks, mutant, substring the check's message must contain)
+# name -> (name of the check in transformer_tutorial.checks, mutant, substring the check's
+# message must contain)
+MUTANTS = {}
 
 def diagnose(name: str) -> str:
     "Run the self-check registered for mutant `name` on it and return the check's message."
@@ -48,71 +50,93 @@ def diagnose(name: str) -> str:
     check, mutant, _ = MUTANTS[name]
     try: skipped = getattr(checks, check)(mutant)
     except AssertionError as e: return str(e)
-    if skipped is not None: return skipped   # the check cannot run here (exercise 8's Triton check without Triton): its notice
+    # the check cannot run here (exercise 8's Triton check without Triton): its notice
+    if skipped is not None: return skipped
     raise AssertionError(f"{check} accepted the mutant {name}")
 
 # %% ../nbs/14_pitfalls.ipynb #f2b0d0ab
-def attention_scaled_by_d_k(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def attention_scaled_by_d_k(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: divides the scores by d_k, not sqrt(d_k)."
     scores = query @ key.transpose(-2, -1) / query.size(-1)
     if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
     weights = scores.softmax(-1)
     return weights @ value, weights
 
-def attention_unscaled(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def attention_unscaled(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: no scaling at all."
     scores = query @ key.transpose(-2, -1)
     if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
     weights = scores.softmax(-1)
     return weights @ value, weights
 
-MUTANTS['attention_scaled_by_d_k'] = ('check_scaled_dot_product_attention', attention_scaled_by_d_k, 'instead of sqrt(d_k)')
-MUTANTS['attention_unscaled'] = ('check_scaled_dot_product_attention', attention_unscaled, 'no scaling')
+MUTANTS['attention_scaled_by_d_k'] = ('check_scaled_dot_product_attention',
+                                      attention_scaled_by_d_k, 'instead of sqrt(d_k)')
+MUTANTS['attention_unscaled'] = ('check_scaled_dot_product_attention', attention_unscaled,
+                                 'no scaling')
 
 # %% ../nbs/14_pitfalls.ipynb #62247586
-def attention_softmax_over_queries(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def attention_softmax_over_queries(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: softmax over the query axis (dim=-2)."
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
     if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
     weights = scores.softmax(-2)
     return weights @ value, weights
 
-MUTANTS['attention_softmax_over_queries'] = ('check_scaled_dot_product_attention', attention_softmax_over_queries, 'wrong axis')
+MUTANTS['attention_softmax_over_queries'] = ('check_scaled_dot_product_attention',
+                                             attention_softmax_over_queries, 'wrong axis')
 
 # %% ../nbs/14_pitfalls.ipynb #82bf393e
-def attention_mask_reversed(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def attention_mask_reversed(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: hides the keys the mask allows (treats True as 'masked')."
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
     if mask is not None: scores = scores.masked_fill(mask, float('-inf'))
     weights = scores.softmax(-1)
     return weights @ value, weights
 
-def attention_mask_after_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def attention_mask_after_softmax(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: zeroes masked weights after the softmax, so rows no longer sum to 1."
     weights = (query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))).softmax(-1)
     if mask is not None: weights = weights.masked_fill(~mask, 0.0)
     return weights @ value, weights
 
-def attention_mask_fill_tiny(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def attention_mask_fill_tiny(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: fills masked scores with +1e-9 (about 0) instead of -inf."
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
     if mask is not None: scores = scores.masked_fill(~mask, 1e-9)
     weights = scores.softmax(-1)
     return weights @ value, weights
 
-MUTANTS['attention_mask_reversed'] = ('check_scaled_dot_product_attention', attention_mask_reversed, 'polarity reversed')
-MUTANTS['attention_mask_after_softmax'] = ('check_scaled_dot_product_attention', attention_mask_after_softmax, 'after the softmax')
-MUTANTS['attention_mask_fill_tiny'] = ('check_scaled_dot_product_attention', attention_mask_fill_tiny, '+1e-9')
+MUTANTS['attention_mask_reversed'] = ('check_scaled_dot_product_attention',
+                                      attention_mask_reversed, 'polarity reversed')
+MUTANTS['attention_mask_after_softmax'] = ('check_scaled_dot_product_attention',
+                                           attention_mask_after_softmax, 'after the softmax')
+MUTANTS['attention_mask_fill_tiny'] = ('check_scaled_dot_product_attention',
+                                       attention_mask_fill_tiny, '+1e-9')
 
 # %% ../nbs/14_pitfalls.ipynb #940f79f4
-def attention_key_value_swapped(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def attention_key_value_swapped(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: scores from the values, output mixes the keys."
     scores = query @ value.transpose(-2, -1) / math.sqrt(query.size(-1))
     if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
     weights = scores.softmax(-1)
     return weights @ key, weights
 
-MUTANTS['attention_key_value_swapped'] = ('check_scaled_dot_product_attention', attention_key_value_swapped, 'key and value swapped')
+MUTANTS['attention_key_value_swapped'] = ('check_scaled_dot_product_attention',
+                                          attention_key_value_swapped, 'key and value swapped')
 
 # %% ../nbs/14_pitfalls.ipynb #a20db8fb
 def padding_mask_reversed(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -131,10 +155,13 @@ def causal_mask_shows_future(size: int) -> torch.Tensor:
     "MISTAKE: upper triangle; every position sees the future."
     return torch.ones(size, size, dtype=torch.bool).triu()[None, None]
 
-MUTANTS['padding_mask_reversed'] = ('check_padding_mask', padding_mask_reversed, 'polarity reversed')
+MUTANTS['padding_mask_reversed'] = ('check_padding_mask', padding_mask_reversed,
+                                    'polarity reversed')
 MUTANTS['padding_mask_flat'] = ('check_padding_mask', padding_mask_flat, '(B, 1, 1, L)')
-MUTANTS['causal_mask_hides_diagonal'] = ('check_causal_mask', causal_mask_hides_diagonal, 'hides the diagonal')
-MUTANTS['causal_mask_shows_future'] = ('check_causal_mask', causal_mask_shows_future, 'shows the future')
+MUTANTS['causal_mask_hides_diagonal'] = ('check_causal_mask', causal_mask_hides_diagonal,
+                                         'hides the diagonal')
+MUTANTS['causal_mask_shows_future'] = ('check_causal_mask', causal_mask_shows_future,
+                                       'shows the future')
 
 # %% ../nbs/14_pitfalls.ipynb #a6acd0d5
 def split_heads_chunks_of_num_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -162,11 +189,17 @@ def merge_heads_permutes_batch(x: torch.Tensor) -> torch.Tensor:
     B, H, L, d_head = x.shape
     return x.permute(2, 0, 1, 3).reshape(B, L, H * d_head)
 
-MUTANTS['split_heads_chunks_of_num_heads'] = ('check_split_heads', split_heads_chunks_of_num_heads, 'chunks of size num_heads')
-MUTANTS['split_heads_interleaved'] = ('check_split_heads', split_heads_interleaved, 'interleaved')
-MUTANTS['split_heads_no_transpose'] = ('check_split_heads', split_heads_no_transpose, 'without a transpose')
-MUTANTS['merge_heads_no_transpose'] = ('check_merge_heads', merge_heads_no_transpose, 'without the transpose')
-MUTANTS['merge_heads_permutes_batch'] = ('check_merge_heads', merge_heads_permutes_batch, 'batch axis')
+MUTANTS['split_heads_chunks_of_num_heads'] = ('check_split_heads',
+                                              split_heads_chunks_of_num_heads,
+                                              'chunks of size num_heads')
+MUTANTS['split_heads_interleaved'] = ('check_split_heads', split_heads_interleaved,
+                                      'interleaved')
+MUTANTS['split_heads_no_transpose'] = ('check_split_heads', split_heads_no_transpose,
+                                       'without a transpose')
+MUTANTS['merge_heads_no_transpose'] = ('check_merge_heads', merge_heads_no_transpose,
+                                       'without the transpose')
+MUTANTS['merge_heads_permutes_batch'] = ('check_merge_heads', merge_heads_permutes_batch,
+                                         'batch axis')
 
 # %% ../nbs/14_pitfalls.ipynb #afc6900d
 class MultiHeadAttentionNoOutputProjection(nn.Module):
@@ -175,8 +208,11 @@ class MultiHeadAttentionNoOutputProjection(nn.Module):
         super().__init__()
         self.num_heads = num_heads
         self.w_q, self.w_k, self.w_v = (nn.Linear(d_model, d_model) for _ in range(3))
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+    def forward(
+            self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+            mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        q, k, v = (split_heads(f(t), self.num_heads)
+                   for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         w = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)))
         if mask is not None: w = w.masked_fill(~mask, float('-inf'))
         w = w.softmax(-1)
@@ -184,8 +220,11 @@ class MultiHeadAttentionNoOutputProjection(nn.Module):
 
 class MultiHeadAttentionScaledByDModel(MultiHeadAttention):
     "MISTAKE: scales every head's scores by sqrt(d_model) instead of sqrt(d_head)."
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+    def forward(
+            self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+            mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        q, k, v = (split_heads(f(t), self.num_heads)
+                   for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         w = q @ k.transpose(-2, -1) / math.sqrt(self.d_model)
         if mask is not None: w = w.masked_fill(~mask, float('-inf'))
         w = w.softmax(-1)
@@ -193,9 +232,12 @@ class MultiHeadAttentionScaledByDModel(MultiHeadAttention):
 
 class MultiHeadAttentionViewNoTranspose(MultiHeadAttention):
     "MISTAKE: views the projections as (B, H, L, d_head) and back without transposing."
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def forward(
+            self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+            mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         H, dh = self.num_heads, self.d_model // self.num_heads
-        q, k, v = (f(t).view(t.size(0), H, t.size(1), dh) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+        q, k, v = (f(t).view(t.size(0), H, t.size(1), dh)
+                   for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         w = q @ k.transpose(-2, -1) / math.sqrt(dh)
         if mask is not None: w = w.masked_fill(~mask, float('-inf'))
         w = w.softmax(-1)
@@ -203,8 +245,11 @@ class MultiHeadAttentionViewNoTranspose(MultiHeadAttention):
 
 class MultiHeadAttentionKeyValueSwapped(MultiHeadAttention):
     "MISTAKE: attends with the projected values and returns a mix of the projected keys."
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+    def forward(
+            self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+            mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        q, k, v = (split_heads(f(t), self.num_heads)
+                   for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         w = q @ v.transpose(-2, -1) / math.sqrt(q.size(-1))
         if mask is not None: w = w.masked_fill(~mask, float('-inf'))
         w = w.softmax(-1)
@@ -212,17 +257,34 @@ class MultiHeadAttentionKeyValueSwapped(MultiHeadAttention):
 
 class MultiHeadAttentionChunksOfNumHeads(MultiHeadAttention):
     "MISTAKE: splits into chunks of size num_heads (so d_model // num_heads heads)."
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def forward(
+            self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+            mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         H = self.d_model // self.num_heads  # the number of chunks this split makes
-        q, k, v = (split_heads(f(t), H) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+        q, k, v = (split_heads(f(t), H)
+                   for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         w = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).softmax(-1)
         return self.w_o(merge_heads(w @ v)), w
 
-MUTANTS['MultiHeadAttentionNoOutputProjection'] = ('check_multi_head_attention', MultiHeadAttentionNoOutputProjection, 'output projection')
-MUTANTS['MultiHeadAttentionScaledByDModel'] = ('check_multi_head_attention', MultiHeadAttentionScaledByDModel, 'sqrt(d_model) instead of sqrt(d_head)')
-MUTANTS['MultiHeadAttentionViewNoTranspose'] = ('check_multi_head_attention', MultiHeadAttentionViewNoTranspose, 'without a transpose')
-MUTANTS['MultiHeadAttentionKeyValueSwapped'] = ('check_multi_head_attention', MultiHeadAttentionKeyValueSwapped, 'key and value swapped')
-MUTANTS['MultiHeadAttentionChunksOfNumHeads'] = ('check_multi_head_attention', MultiHeadAttentionChunksOfNumHeads, 'chunks of size num_heads')
+MUTANTS['MultiHeadAttentionNoOutputProjection'] = (
+    'check_multi_head_attention',
+    MultiHeadAttentionNoOutputProjection,
+    'output projection',
+)
+MUTANTS['MultiHeadAttentionScaledByDModel'] = ('check_multi_head_attention',
+                                               MultiHeadAttentionScaledByDModel,
+                                               'sqrt(d_model) instead of sqrt(d_head)')
+MUTANTS['MultiHeadAttentionViewNoTranspose'] = ('check_multi_head_attention',
+                                                MultiHeadAttentionViewNoTranspose,
+                                                'without a transpose')
+MUTANTS['MultiHeadAttentionKeyValueSwapped'] = ('check_multi_head_attention',
+                                                MultiHeadAttentionKeyValueSwapped,
+                                                'key and value swapped')
+MUTANTS['MultiHeadAttentionChunksOfNumHeads'] = (
+    'check_multi_head_attention',
+    MultiHeadAttentionChunksOfNumHeads,
+    'chunks of size num_heads',
+)
 
 # %% ../nbs/14_pitfalls.ipynb #e2103ddf
 def positional_encoding_sin_everywhere(max_len: int, d_model: int) -> torch.Tensor:
@@ -235,7 +297,8 @@ def positional_encoding_axes_swapped(max_len: int, d_model: int) -> torch.Tensor
     "MISTAKE: the roles of position and dimension are swapped while building the table."
     dim = torch.arange(d_model, dtype=torch.float32)[None, :]
     i = torch.arange(max_len, dtype=torch.float32)[:, None] // 2 * 2
-    angle = dim / 10000 ** (i / max_len)  # (max_len, d_model) but each row is a frequency, each column a position
+    # (max_len, d_model) but each row is a frequency, each column a position
+    angle = dim / 10000 ** (i / max_len)
     pe = angle.clone()
     pe[0::2], pe[1::2] = angle[0::2].sin(), angle[1::2].cos()
     return pe
@@ -244,31 +307,42 @@ def positional_encoding_seq_first(max_len: int, d_model: int) -> torch.Tensor:
     "MISTAKE: a sequence-first (max_len, 1, d_model) table for a batch-first model."
     return sinusoidal_positional_encoding(max_len, d_model)[:, None, :]
 
-MUTANTS['positional_encoding_sin_everywhere'] = ('check_positional_encoding', positional_encoding_sin_everywhere, 'sin used for every dimension')
-MUTANTS['positional_encoding_axes_swapped'] = ('check_positional_encoding', positional_encoding_axes_swapped, 'axes swapped')
-MUTANTS['positional_encoding_seq_first'] = ('check_positional_encoding', positional_encoding_seq_first, 'sequence-first')
+MUTANTS['positional_encoding_sin_everywhere'] = (
+    'check_positional_encoding',
+    positional_encoding_sin_everywhere,
+    'sin used for every dimension',
+)
+MUTANTS['positional_encoding_axes_swapped'] = ('check_positional_encoding',
+                                               positional_encoding_axes_swapped, 'axes swapped')
+MUTANTS['positional_encoding_seq_first'] = ('check_positional_encoding',
+                                            positional_encoding_seq_first, 'sequence-first')
 
 # %% ../nbs/14_pitfalls.ipynb #a71a1789
 class LayerNormUnbiasedStd(nn.Module):
     "MISTAKE: the unbiased std (divides by d - 1), and eps added to the std."
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
-        self.weight, self.bias, self.eps = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model)), eps
+        self.weight, self.bias, self.eps = nn.Parameter(torch.ones(d_model)), nn.Parameter(
+            torch.zeros(d_model)), eps
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + self.eps) * self.weight + self.bias
+        return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True)
+                                                 + self.eps) * self.weight + self.bias
 
 class LayerNormEpsOutsideRoot(LayerNormUnbiasedStd):
     "MISTAKE: biased std, but eps added outside the square root."
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True, unbiased=False) + self.eps) * self.weight + self.bias
+        return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True, unbiased=False)
+                                                 + self.eps) * self.weight + self.bias
 
 class LayerNormScalarParams(nn.Module):
     "MISTAKE: one scalar scale and one scalar shift for every feature."
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
-        self.alpha, self.beta, self.eps = nn.Parameter(torch.ones(1)), nn.Parameter(torch.zeros(1)), eps
+        self.alpha, self.beta, self.eps = nn.Parameter(torch.ones(1)), nn.Parameter(
+            torch.zeros(1)), eps
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.alpha * (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + self.eps) + self.beta
+        return self.alpha * (x - x.mean(-1, keepdim=True)) / torch.sqrt(
+            x.var(-1, keepdim=True, unbiased=False) + self.eps) + self.beta
 
 class LayerNormOverSequence(LayerNorm):
     "MISTAKE: statistics over the sequence axis (dim=-2) instead of the features."
@@ -277,8 +351,10 @@ class LayerNormOverSequence(LayerNorm):
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
 MUTANTS['LayerNormUnbiasedStd'] = ('check_layer_norm', LayerNormUnbiasedStd, 'unbiased std')
-MUTANTS['LayerNormEpsOutsideRoot'] = ('check_layer_norm', LayerNormEpsOutsideRoot, 'outside the square root')
-MUTANTS['LayerNormScalarParams'] = ('check_layer_norm', LayerNormScalarParams, 'scalar scale/shift')
+MUTANTS['LayerNormEpsOutsideRoot'] = ('check_layer_norm', LayerNormEpsOutsideRoot,
+                                      'outside the square root')
+MUTANTS['LayerNormScalarParams'] = ('check_layer_norm', LayerNormScalarParams,
+                                    'scalar scale/shift')
 MUTANTS['LayerNormOverSequence'] = ('check_layer_norm', LayerNormOverSequence, 'wrong axis')
 
 # %% ../nbs/14_pitfalls.ipynb #5d5e40bb
@@ -298,15 +374,20 @@ class EncoderLayerPostLN(EncoderLayer):
 
 class DecoderLayerPostLN(DecoderLayer):
     "MISTAKE (for a pre-LN layer): normalizes after each residual sum."
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                tgt_mask: Optional[torch.Tensor] = None,
+                memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         n0, n1, n2 = (s.norm for s in self.sublayers)
         x = n0(x + self.self_attn(x, x, x, tgt_mask)[0])
         x = n1(x + self.cross_attn(x, memory, memory, memory_mask)[0])
         return n2(x + self.feed_forward(x))
 
 class DecoderLayerIgnoresMemory(DecoderLayer):
-    "MISTAKE: 'cross'-attention attends from the normalized decoder input to itself; memory is never read."
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """MISTAKE: 'cross'-attention attends from the normalized decoder input to itself; memory is
+    never read."""
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                tgt_mask: Optional[torch.Tensor] = None,
+                memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         n0, n1, n2 = (s.norm for s in self.sublayers)
         y = n0(x); x = x + self.self_attn(y, y, y, tgt_mask)[0]
         y = n1(x); x = x + self.cross_attn(y, y, y, tgt_mask)[0]
@@ -314,7 +395,9 @@ class DecoderLayerIgnoresMemory(DecoderLayer):
 
 class DecoderLayerMemoryOnlyAsValue(DecoderLayer):
     "MISTAKE: keys come from the decoder, only the values from memory."
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                tgt_mask: Optional[torch.Tensor] = None,
+                memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         n0, n1, n2 = (s.norm for s in self.sublayers)
         y = n0(x); x = x + self.self_attn(y, y, y, tgt_mask)[0]
         y = n1(x); x = x + self.cross_attn(y, y, memory, memory_mask)[0]
@@ -322,20 +405,29 @@ class DecoderLayerMemoryOnlyAsValue(DecoderLayer):
 
 class DecoderLayerNormalizesMemory(DecoderLayer):
     "MISTAKE: runs the encoder output through the decoder's layer norm as well."
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                tgt_mask: Optional[torch.Tensor] = None,
+                memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         n0, n1, n2 = (s.norm for s in self.sublayers)
         y = n0(x); x = x + self.self_attn(y, y, y, tgt_mask)[0]
         y, m = n1(x), n1(memory); x = x + self.cross_attn(y, m, m, memory_mask)[0]
         y = n2(x); return x + self.feed_forward(y)
 
-MUTANTS['EncoderLayerPostLN'] = ('check_encoder_layer', EncoderLayerPostLN, 'post-LN instead of pre-LN')
-MUTANTS['DecoderLayerPostLN'] = ('check_decoder_layer', DecoderLayerPostLN, 'post-LN instead of pre-LN')
-MUTANTS['DecoderLayerIgnoresMemory'] = ('check_decoder_layer', DecoderLayerIgnoresMemory, 'ignores the encoder output')
-MUTANTS['DecoderLayerMemoryOnlyAsValue'] = ('check_decoder_layer', DecoderLayerMemoryOnlyAsValue, 'only as the value')
-MUTANTS['DecoderLayerNormalizesMemory'] = ('check_decoder_layer', DecoderLayerNormalizesMemory, 'normalizes memory')
+MUTANTS['EncoderLayerPostLN'] = ('check_encoder_layer', EncoderLayerPostLN,
+                                 'post-LN instead of pre-LN')
+MUTANTS['DecoderLayerPostLN'] = ('check_decoder_layer', DecoderLayerPostLN,
+                                 'post-LN instead of pre-LN')
+MUTANTS['DecoderLayerIgnoresMemory'] = ('check_decoder_layer', DecoderLayerIgnoresMemory,
+                                        'ignores the encoder output')
+MUTANTS['DecoderLayerMemoryOnlyAsValue'] = ('check_decoder_layer',
+                                            DecoderLayerMemoryOnlyAsValue, 'only as the value')
+MUTANTS['DecoderLayerNormalizesMemory'] = ('check_decoder_layer', DecoderLayerNormalizesMemory,
+                                           'normalizes memory')
 
 # %% ../nbs/14_pitfalls.ipynb #ffe19229
-def attention_scales_query_in_place(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def attention_scales_query_in_place(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: divides the caller's query by sqrt(d_k) in place, so the caller's tensor changes."
     query /= math.sqrt(query.size(-1))
     scores = query @ key.transpose(-2, -1)
@@ -343,29 +435,39 @@ def attention_scales_query_in_place(query: torch.Tensor, key: torch.Tensor, valu
     weights = scores.softmax(-1)
     return weights @ value, weights
 
-def attention_in_float32(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def attention_in_float32(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: converts the inputs to float32, whatever their dtype."
     return scaled_dot_product_attention(query.float(), key.float(), value.float(), mask)
 
-def attention_squeezed(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def attention_squeezed(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     "MISTAKE: squeeze() on the results, which also drops a batch or a length of 1."
     out, weights = scaled_dot_product_attention(query, key, value, mask)
     return out.squeeze(), weights.squeeze()
 
 def padding_mask_from_lengths(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
-    "MISTAKE: True on the first n positions (n = the number of real tokens): right only when the padding comes last."
+    """MISTAKE: True on the first n positions (n = the number of real tokens): right only when
+    the padding comes last."""
     lengths = (tokens != pad_id).sum(-1, keepdim=True)                              # (B, 1)
     return (torch.arange(tokens.size(1), device=tokens.device) < lengths)[:, None, None, :]
 
 def split_heads_length_from_view(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    "MISTAKE: view infers the length (-1), so a num_heads that does not divide d_model silently changes it."
+    """MISTAKE: view infers the length (-1), so a num_heads that does not divide d_model
+    silently changes it."""
     B, L, d_model = x.shape
     return x.view(B, -1, num_heads, d_model // num_heads).transpose(1, 2)
 
 class MultiHeadAttentionSoftmaxInFloat32(MultiHeadAttention):
-    "MISTAKE: upcasts the scores to float32 for the softmax, which throws away float64's precision."
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        q, k, v = (split_heads(f(t), self.num_heads) for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
+    """MISTAKE: upcasts the scores to float32 for the softmax, which throws away float64's
+    precision."""
+    def forward(
+            self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+            mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        q, k, v = (split_heads(f(t), self.num_heads)
+                   for f, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value)))
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
         if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))
         weights = scores.float().softmax(-1).to(q.dtype)
@@ -375,18 +477,23 @@ class LayerNormNoEps(nn.Module):
     "MISTAKE: divides by the std with no eps, 0 / 0 on a row whose entries are all equal."
     def __init__(self, d_model: int):
         super().__init__()
-        self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model))
+        self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(
+            torch.zeros(d_model))
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean, std = x.mean(-1, keepdim=True), x.std(-1, unbiased=False, keepdim=True)
         return (x - mean) / std * self.weight + self.bias
 
 class LayerNormUpcastNoCastBack(LayerNorm):
-    "MISTAKE: normalizes x.float() (as mixed-precision code does) and never returns to x's dtype."
-    def __init__(self, d_model: int, eps: float = 1e-5): super().__init__(d_model, eps, fused=False)  # the formula, as a student writes it
+    """MISTAKE: normalizes x.float() (as mixed-precision code does) and never returns to x's
+    dtype."""
+    # the formula, as a student writes it
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__(d_model, eps, fused=False)
     def forward(self, x: torch.Tensor) -> torch.Tensor: return super().forward(x.float())
 
 class FeedForwardSqueezed(PositionwiseFeedForward):
-    "MISTAKE: squeeze(1) meant for (B, 1, d_model) decoding steps; it drops the length axis whenever L = 1."
+    """MISTAKE: squeeze(1) meant for (B, 1, d_model) decoding steps; it drops the length axis
+    whenever L = 1."""
     def forward(self, x: torch.Tensor) -> torch.Tensor: return super().forward(x).squeeze(1)
 
 class EncoderLayerOneNorm(EncoderLayer):
@@ -397,29 +504,51 @@ class EncoderLayerOneNorm(EncoderLayer):
         return x + self.feed_forward(norm(x))
 
 class DecoderLayerOneAttention(DecoderLayer):
-    "MISTAKE: registers a cross-attention module but runs the self-attention module in both places."
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """MISTAKE: registers a cross-attention module but runs the self-attention module in both
+    places."""
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                tgt_mask: Optional[torch.Tensor] = None,
+                memory_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask)[0])
         x = self.sublayers[1](x, lambda y: self.self_attn(y, memory, memory, memory_mask)[0])
         return self.sublayers[2](x, self.feed_forward)
 
-MUTANTS['attention_scales_query_in_place'] = ('check_scaled_dot_product_attention', attention_scales_query_in_place, 'in place')
-MUTANTS['attention_in_float32'] = ('check_scaled_dot_product_attention', attention_in_float32, 'float64 inputs gave output torch.float32')
-MUTANTS['attention_squeezed'] = ('check_scaled_dot_product_attention', attention_squeezed, 'for Lq = 1')
-MUTANTS['padding_mask_from_lengths'] = ('check_padding_mask', padding_mask_from_lengths, 'built from the sequence lengths')
-MUTANTS['split_heads_length_from_view'] = ('check_split_heads', split_heads_length_from_view, 'does not divide it')
-MUTANTS['MultiHeadAttentionSoftmaxInFloat32'] = ('check_multi_head_attention', MultiHeadAttentionSoftmaxInFloat32, 'float64 inputs lose precision')
-MUTANTS['LayerNormNoEps'] = ('check_layer_norm', LayerNormNoEps, 'NaN or inf for a row whose entries are all equal')
-MUTANTS['LayerNormUpcastNoCastBack'] = ('check_layer_norm', LayerNormUpcastNoCastBack, 'float64 inputs lose precision')
-MUTANTS['FeedForwardSqueezed'] = ('check_feed_forward', FeedForwardSqueezed, 'a single position')
-MUTANTS['EncoderLayerOneNorm'] = ('check_encoder_layer', EncoderLayerOneNorm, 'the self-attention and feed-forward sublayers use the same layer norm')
-MUTANTS['DecoderLayerOneAttention'] = ('check_decoder_layer', DecoderLayerOneAttention, 'self-attention and cross-attention run the same attention module')
+MUTANTS['attention_scales_query_in_place'] = ('check_scaled_dot_product_attention',
+                                              attention_scales_query_in_place, 'in place')
+MUTANTS['attention_in_float32'] = ('check_scaled_dot_product_attention', attention_in_float32,
+                                   'float64 inputs gave output torch.float32')
+MUTANTS['attention_squeezed'] = ('check_scaled_dot_product_attention', attention_squeezed,
+                                 'for Lq = 1')
+MUTANTS['padding_mask_from_lengths'] = ('check_padding_mask', padding_mask_from_lengths,
+                                        'built from the sequence lengths')
+MUTANTS['split_heads_length_from_view'] = ('check_split_heads', split_heads_length_from_view,
+                                           'does not divide it')
+MUTANTS['MultiHeadAttentionSoftmaxInFloat32'] = (
+    'check_multi_head_attention',
+    MultiHeadAttentionSoftmaxInFloat32,
+    'float64 inputs lose precision',
+)
+MUTANTS['LayerNormNoEps'] = ('check_layer_norm', LayerNormNoEps,
+                             'NaN or inf for a row whose entries are all equal')
+MUTANTS['LayerNormUpcastNoCastBack'] = ('check_layer_norm', LayerNormUpcastNoCastBack,
+                                        'float64 inputs lose precision')
+MUTANTS['FeedForwardSqueezed'] = ('check_feed_forward', FeedForwardSqueezed,
+                                  'a single position')
+MUTANTS['EncoderLayerOneNorm'] = ('check_encoder_layer', EncoderLayerOneNorm,
+                                  'the self-attention and feed-forward sublayers use '
+                                  'the same layer norm')
+MUTANTS['DecoderLayerOneAttention'] = ('check_decoder_layer', DecoderLayerOneAttention,
+                                       'self-attention and cross-attention run the same '
+                                       'attention module')
 
 # %% ../nbs/14_pitfalls.ipynb #3e8ca5cb
 def label_smoothing_annotated(logits, target, pad_id, smoothing):
-    "The Annotated Transformer's criterion: KL divergence against smoothing/(V - 2) off the target and the pad column, per non-pad token."
+    """The Annotated Transformer's criterion: KL divergence against smoothing/(V - 2) off the
+    target and the pad column, per non-pad token."""
     logp, V = logits.log_softmax(-1), logits.size(-1)                   # (B, L, V)
-    t = torch.full_like(logp, smoothing / (V - 2)).scatter(-1, target.unsqueeze(-1), 1 - smoothing)
+    t = torch.full_like(logp, smoothing / (V - 2)).scatter(
+        -1, target.unsqueeze(-1), 1 - smoothing
+    )
     t[..., pad_id] = 0
     keep = target != pad_id
     return torch.nn.functional.kl_div(logp[keep], t[keep], reduction='sum') / keep.sum()
@@ -436,23 +565,31 @@ def online_softmax_not_rescaled(x, block):
     for j in range(0, x.size(-1), block):
         xb = x[..., j:j + block]
         m = torch.maximum(m, xb.amax(-1))
-        l = l + torch.exp(xb - m[..., None]).sum(-1)                    # missing: l * exp(m_old - m_new)
+        l = l + torch.exp(xb - m[..., None]).sum(-1)  # missing: l * exp(m_old - m_new)
     return torch.exp(x - m[..., None]) / l[..., None]
 
 def tiled_attention_whole_matrix(q, k, v, causal, block):
-    "The whole (Lq, Lk) score matrix first, then the blocks: right numbers, none of the memory saved."
-    s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))                 # (B, H, Lq, Lk): what tiling avoids
+    """The whole (Lq, Lk) score matrix first, then the blocks: right numbers, none of the memory
+    saved."""
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk): what tiling avoids
     if causal: s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), -math.inf)
-    return torch.cat([s[..., j:j + block] for j in range(0, s.size(-1), block)], -1).softmax(-1) @ v
+    return (
+        torch.cat([s[..., j : j + block] for j in range(0, s.size(-1), block)], -1).softmax(-1)
+        @ v
+    )
 
 def tiled_backward_without_d(q, k, v, out, lse, d_out, causal, block):
-    "FlashAttention's backward with dS = P * dP: the softmax's correction D = rowsum(dO * O) left out."
+    """FlashAttention's backward with dS = P * dP: the softmax's correction D = rowsum(dO * O)
+    left out."""
     c = 1 / math.sqrt(q.size(-1))
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     for j in range(0, k.size(-2), block):
         kj, vj = k[..., j:j + block, :], v[..., j:j + block, :]
         s = q @ kj.transpose(-2, -1) * c                                 # (B, H, Lq, b)
-        if causal: s = s.masked_fill(torch.arange(j, j + kj.size(-2))[None] > torch.arange(q.size(-2))[:, None], -math.inf)
+        if causal:
+            s = s.masked_fill(
+                torch.arange(j, j + kj.size(-2))[None] > torch.arange(q.size(-2))[:, None],
+                -math.inf)
         p = torch.exp(s - lse[..., None])
         dv[..., j:j + block, :] += p.transpose(-2, -1) @ d_out
         ds = p * (d_out @ vj.transpose(-2, -1))                          # missing: - D
@@ -462,84 +599,114 @@ def tiled_backward_without_d(q, k, v, out, lse, d_out, causal, block):
 
 @functools.lru_cache(maxsize=None)
 def _kernel_without_rescale():
-    "Exercise 8's Triton kernel with the tile update written inline, neither the running sum nor the output rescaled; built on first use, since Triton is optional and TRITON_INTERPRET must be set before it is imported."
+    """Exercise 8's Triton kernel with the tile update written inline, neither the running sum
+    nor the output rescaled; built on first use, since Triton is optional and
+    TRITON_INTERPRET must be set before it is imported."""
     import triton
     import triton.language as tl
 
     @triton.jit
-    def kernel(Q, K, V, OUT, Lq, Lk, scale, CAUSAL: tl.constexpr, BLOCK: tl.constexpr, D: tl.constexpr, DV: tl.constexpr):
+    def kernel(Q, K, V, OUT, Lq, Lk, scale, CAUSAL: tl.constexpr, BLOCK: tl.constexpr,
+               D: tl.constexpr, DV: tl.constexpr):
         bh = tl.program_id(0)
         rows = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         feats, vfeats = tl.arange(0, D), tl.arange(0, DV)
-        q = tl.load(Q + bh * Lq * D + rows[:, None] * D + feats[None, :], mask=rows[:, None] < Lq, other=0.0).to(tl.float32)
+        q = tl.load(Q + bh * Lq * D + rows[:, None] * D + feats[None, :], mask=rows[:, None]
+                    < Lq, other=0.0).to(tl.float32)
         m = tl.full([BLOCK], float('-inf'), tl.float32)
         l = tl.zeros([BLOCK], tl.float32)
         acc = tl.zeros([BLOCK, DV], tl.float32)
         for start in range(0, Lk, BLOCK):
             cols = start + tl.arange(0, BLOCK)
-            k = tl.load(K + bh * Lk * D + cols[:, None] * D + feats[None, :], mask=cols[:, None] < Lk, other=0.0).to(tl.float32)
-            v = tl.load(V + bh * Lk * DV + cols[:, None] * DV + vfeats[None, :], mask=cols[:, None] < Lk, other=0.0).to(tl.float32)
+            k = tl.load(K + bh * Lk * D + cols[:, None] * D + feats[None, :], mask=cols[:, None]
+                        < Lk, other=0.0).to(tl.float32)
+            v = tl.load(V + bh * Lk * DV + cols[:, None] * DV + vfeats[None, :],
+                        mask=cols[:, None] < Lk, other=0.0).to(tl.float32)
             s = tl.dot(q, tl.trans(k), input_precision='ieee') * scale
             allowed = cols[None, :] < Lk
             if CAUSAL: allowed = allowed & (cols[None, :] <= rows[:, None])
             s = tl.where(allowed, s, float('-inf'))
             m = tl.maximum(m, tl.max(s, 1))
             p = tl.exp(s - m[:, None])
-            l = l + tl.sum(p, 1)                                           # missing: l * exp(m_old - m_new)
-            acc = acc + tl.dot(p, v, input_precision='ieee')               # missing: acc * exp(m_old - m_new)
-        tl.store(OUT + bh * Lq * DV + rows[:, None] * DV + vfeats[None, :], (acc / l[:, None]).to(OUT.dtype.element_ty), mask=rows[:, None] < Lq)
+            l = l + tl.sum(p, 1)  # missing: l * exp(m_old - m_new)
+            # missing: acc * exp(m_old - m_new)
+            acc = acc + tl.dot(p, v, input_precision='ieee')
+        tl.store(OUT + bh * Lq * DV + rows[:, None] * DV + vfeats[None, :],
+                 (acc / l[:, None]).to(OUT.dtype.element_ty), mask=rows[:, None] < Lq)
     return triton, kernel
 
 def triton_tile_without_rescale(q, k, v, causal, block):
-    "The launcher of exercise 8's Triton kernel, run with a tile update that adds each tile to the running sum and output without rescaling them to the new maximum."
+    """The launcher of exercise 8's Triton kernel, run with a tile update that adds each tile to
+    the running sum and output without rescaling them to the new maximum."""
     triton, kernel = _kernel_without_rescale()
     B, H, Lq, d = q.shape
     Lk, dv = k.size(-2), v.size(-1)
     D, DV = (max(16, triton.next_power_of_2(n)) for n in (d, dv))
-    flat = lambda x, width: torch.nn.functional.pad(x, (0, width - x.size(-1))).reshape(B * H, x.size(-2), width).contiguous()
+    flat = lambda x, width: torch.nn.functional.pad(x, (0, width - x.size(-1))).reshape(
+        B * H, x.size(-2), width).contiguous()
     out = q.new_empty(B * H, Lq, DV)
-    kernel[(B * H, triton.cdiv(Lq, block))](flat(q, D), flat(k, D), flat(v, DV), out, Lq, Lk, d ** -0.5, causal, block, D, DV)
+    kernel[(B * H, triton.cdiv(Lq, block))](flat(q, D), flat(k, D), flat(v, DV), out, Lq, Lk,
+                                            d**-0.5, causal, block, D, DV)
     return out[..., :dv].reshape(B, H, Lq, dv)
 
 def merge_advances_one(ids, pair, new_id):
-    "Each match replaces its first id, and the scan goes on at the next position, which is the match's second id."
-    return [new_id if (a, b) == tuple(pair) else a for a, b in zip(ids, ids[1:])] + list(ids[-1:])
+    """Each match replaces its first id, and the scan goes on at the next position, which is the
+    match's second id."""
+    return [new_id if (a, b) == tuple(pair) else a for a, b in zip(ids, ids[1:])] + list(
+        ids[-1:]
+    )
 
 def encode_characters(text, merges):
     "Byte-pair encoding over ord(c) instead of the UTF-8 bytes."
     ids = [ord(c) for c in text]
-    for pair, new_id in sorted(merges.items(), key=lambda kv: kv[1]): ids = merge_pair(ids, pair, new_id)
+    for pair, new_id in sorted(merges.items(), key=lambda kv: kv[1]):
+        ids = merge_pair(ids, pair, new_id)
     return ids
 
 def train_step_clips_after_step(model, batch, optimizer, pad_id, clip):
-    "A training step that clips the gradient norm after optimizer.step(), which has already used the unclipped gradient."
+    """A training step that clips the gradient norm after optimizer.step(), which has already
+    used the unclipped gradient."""
     model.train()
     optimizer.zero_grad()
     loss = sequence_loss(batch.logits(model), batch.targets, pad_id)
     loss.backward()
     optimizer.step()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)            # too late: changes .grad, not the weights
+    # too late: changes .grad, not the weights
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     return loss.item()
 
 def train_loop_schedules_first(model, next_batch, steps, optimizer, scheduler, pad_id, clip):
-    "A training loop that steps the scheduler before the optimizer: each update runs at the next step's learning rate."
+    """A training loop that steps the scheduler before the optimizer: each update runs at the
+    next step's learning rate."""
     losses = []
     for _ in range(steps):
-        scheduler.step()                                                 # belongs after the step
+        scheduler.step()  # belongs after the step
         model.train()
         losses.append(train_step(model, next_batch(), optimizer, pad_id, clip=clip)[0])
     return losses
 
-MUTANTS['label_smoothing_annotated'] = ('check_label_smoothed_loss', label_smoothing_annotated, "The Annotated Transformer's KL divergence")
-MUTANTS['warmup_counted_from_zero'] = ('check_warmup_schedule', warmup_counted_from_zero, 'the factor at step 0 is 0')
-MUTANTS['online_softmax_not_rescaled'] = ('check_online_softmax', online_softmax_not_rescaled, 'not rescaled when the maximum grows')
-MUTANTS['tiled_attention_whole_matrix'] = ('check_tiled_attention', tiled_attention_whole_matrix, 'score matrix')
-MUTANTS['tiled_backward_without_d'] = ('check_tiled_attention_backward', tiled_backward_without_d, 'the D term is missing')
-MUTANTS['triton_tile_without_rescale'] = ('check_triton_tiled_attention', triton_tile_without_rescale, 'neither the running sum nor the output is rescaled')
-MUTANTS['merge_advances_one'] = ('check_merge', merge_advances_one, 'a match advances one position')
-MUTANTS['encode_characters'] = ('check_encode', encode_characters, 'characters as ord(c), not bytes')
-MUTANTS['train_step_clips_after_step'] = ('check_train_step', train_step_clips_after_step, 'clipped after optimizer.step()')
-MUTANTS['train_loop_schedules_first'] = ('check_train_loop', train_loop_schedules_first, "scheduler.step() is called before the optimizer's step")
+MUTANTS['label_smoothing_annotated'] = ('check_label_smoothed_loss', label_smoothing_annotated,
+                                        "The Annotated Transformer's KL divergence")
+MUTANTS['warmup_counted_from_zero'] = ('check_warmup_schedule', warmup_counted_from_zero,
+                                       'the factor at step 0 is 0')
+MUTANTS['online_softmax_not_rescaled'] = ('check_online_softmax', online_softmax_not_rescaled,
+                                          'not rescaled when the maximum grows')
+MUTANTS['tiled_attention_whole_matrix'] = ('check_tiled_attention',
+                                           tiled_attention_whole_matrix, 'score matrix')
+MUTANTS['tiled_backward_without_d'] = ('check_tiled_attention_backward',
+                                       tiled_backward_without_d, 'the D term is missing')
+MUTANTS['triton_tile_without_rescale'] = ('check_triton_tiled_attention',
+                                          triton_tile_without_rescale,
+                                          'neither the running sum nor the output is rescaled')
+MUTANTS['merge_advances_one'] = ('check_merge', merge_advances_one,
+                                 'a match advances one position')
+MUTANTS['encode_characters'] = ('check_encode', encode_characters,
+                                'characters as ord(c), not bytes')
+MUTANTS['train_step_clips_after_step'] = ('check_train_step', train_step_clips_after_step,
+                                          'clipped after optimizer.step()')
+MUTANTS['train_loop_schedules_first'] = ('check_train_loop', train_loop_schedules_first,
+                                         "scheduler.step() is called before the "
+                                         "optimizer's step")
 
 # %% ../nbs/14_pitfalls.ipynb #b2ca2030
 def gpt_forward_without_mask(model, idx):
@@ -550,7 +717,7 @@ def gpt_forward_without_mask(model, idx):
 
 def top_k_filled_with_zero(logits, k):
     "Top-k that writes 0, not -inf, over the dropped logits."
-    kth = logits.topk(k, dim=-1).values[..., -1:]                         # (..., 1): the k-th largest
+    kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest
     return logits.masked_fill(logits < kth, 0.0)
 
 def top_p_without_reaching_token(logits, p):
@@ -567,35 +734,51 @@ def sample_filtered_before_temperature(logits, temperature, top_k, top_p, genera
     z = top_p_filter(z, top_p) if top_p is not None else z
     return torch.multinomial((z / temperature).softmax(-1), 1, generator=generator)[:, 0]
 
-MUTANTS['gpt_forward_without_mask'] = ('check_gpt_forward', gpt_forward_without_mask, 'no causal mask')
-MUTANTS['top_k_filled_with_zero'] = ('check_top_k_filter', top_k_filled_with_zero, 'set dropped logits to -inf')
-MUTANTS['top_p_without_reaching_token'] = ('check_top_p_filter', top_p_without_reaching_token, 'the token that reaches p is dropped')
-MUTANTS['sample_filtered_before_temperature'] = ('check_sample_next', sample_filtered_before_temperature, 'applied before the temperature')
+MUTANTS['gpt_forward_without_mask'] = ('check_gpt_forward', gpt_forward_without_mask,
+                                       'no causal mask')
+MUTANTS['top_k_filled_with_zero'] = ('check_top_k_filter', top_k_filled_with_zero,
+                                     'set dropped logits to -inf')
+MUTANTS['top_p_without_reaching_token'] = ('check_top_p_filter', top_p_without_reaching_token,
+                                           'the token that reaches p is dropped')
+MUTANTS['sample_filtered_before_temperature'] = (
+    'check_sample_next',
+    sample_filtered_before_temperature,
+    'applied before the temperature',
+)
 
 # %% ../nbs/14_pitfalls.ipynb #cd7ea436
 def cached_attention_before_append(mha, y, past_k, past_v):
-    "One cached self-attention step whose query reads the cache before this position's key and value join it."
+    """One cached self-attention step whose query reads the cache before this position's key and
+    value join it."""
     H = mha.num_heads
-    q, k, v = (split_heads(w(y), H) for w in (mha.w_q, mha.w_k, mha.w_v))   # (B, H, 1, d_head) each
-    out = torch.nn.functional.scaled_dot_product_attention(q, past_k, past_v)   # the cache of t positions, without position t
+    # (B, H, 1, d_head) each
+    q, k, v = (split_heads(w(y), H) for w in (mha.w_q, mha.w_k, mha.w_v))
+    # the cache of t positions, without position t
+    out = torch.nn.functional.scaled_dot_product_attention(q, past_k, past_v)
     return mha.w_o(merge_heads(out)), torch.cat([past_k, k], 2), torch.cat([past_v, v], 2)
 
 @torch.no_grad()
 def greedy_cached_position_zero(model, src, max_len, start_id, end_id, pad_id):
-    "Greedy decoding with a key/value cache that embeds each new token with model.positional, which adds pe[:1]: position 0 at every step."
+    """Greedy decoding with a key/value cache that embeds each new token with model.positional,
+    which adds pe[:1]: position 0 at every step."""
     src_mask = (src != pad_id)[:, None, None, :]                            # (B, 1, 1, Ls)
     memory = model.encode(src, src_mask)
     B, H = src.size(0), model.config.num_heads
-    cache = [(memory.new_zeros(B, H, 0, model.config.d_model // H),) * 2 for _ in model.decoder.layers]
+    cache = [(memory.new_zeros(B, H, 0, model.config.d_model // H), ) * 2
+             for _ in model.decoder.layers]
     token, done, out = torch.full((B,), start_id), torch.zeros(B, dtype=torch.bool), []
     for _ in range(max_len):
-        x = model.positional(model.tgt_embed(token[:, None]))                # (B, 1, d_model): pe[0], whatever the step
+        # (B, 1, d_model): pe[0], whatever the step
+        x = model.positional(model.tgt_embed(token[:, None]))
         for i, layer in enumerate(model.decoder.layers):
             h = layer.sublayers[0].norm(x)
-            q, k, v = (split_heads(w(h), H) for w in (layer.self_attn.w_q, layer.self_attn.w_k, layer.self_attn.w_v))
+            q, k, v = (split_heads(w(h), H)
+                       for w in (layer.self_attn.w_q, layer.self_attn.w_k, layer.self_attn.w_v))
             cache[i] = (torch.cat([cache[i][0], k], 2), torch.cat([cache[i][1], v], 2))
-            x = x + layer.self_attn.w_o(merge_heads(torch.nn.functional.scaled_dot_product_attention(q, *cache[i])))
-            x = layer.sublayers[1](x, lambda y: layer.cross_attn(y, memory, memory, src_mask)[0])
+            x = x + layer.self_attn.w_o(
+                merge_heads(torch.nn.functional.scaled_dot_product_attention(q, *cache[i])))
+            x = layer.sublayers[1](x,
+                                   lambda y: layer.cross_attn(y, memory, memory, src_mask)[0])
             x = layer.sublayers[2](x, layer.feed_forward)
         token = model.output(model.decoder.norm(x))[:, 0].argmax(-1).masked_fill(done, pad_id)
         out.append(token)
@@ -604,24 +787,29 @@ def greedy_cached_position_zero(model, src, max_len, start_id, end_id, pad_id):
     return torch.stack(out, 1)
 
 def length_penalty_without_denominator(length, alpha):
-    "GNMT's length penalty without its (5 + 1) ** alpha: the same ranking, but 6 ** alpha for one token instead of 1."
+    """GNMT's length penalty without its (5 + 1) ** alpha: the same ranking, but 6 ** alpha for
+    one token instead of 1."""
     return (5 + length) ** alpha
 
 @torch.no_grad()
-def _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, normalize=True, keep_finished=True):
-    "Beam search over one source (1, Ls), the prefix recomputed for every beam: rank by log-probability over ((5 + length) / 6) ** alpha, or not."
+def _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id,
+                 normalize=True, keep_finished=True):
+    """Beam search over one source (1, Ls), the prefix recomputed for every beam: rank by
+    log-probability over ((5 + length) / 6) ** alpha, or not."""
     V, K = model.config.tgt_vocab_size, beam_size
     src_mask = (src != pad_id)[:, None, None, :]
     memory = model.encode(src, src_mask).expand(K, -1, -1)
     ys = torch.full((K, 1), start_id)
     score = torch.full((K,), -math.inf)
-    score[0] = 0.0                                                          # only the first beam is live at the start
+    score[0] = 0.0  # only the first beam is live at the start
     length, done = torch.zeros(K), torch.zeros(K, dtype=torch.bool)
     for _ in range(max_len):
         L = ys.size(1)
-        step = model.decode(ys, memory, torch.ones(L, L, dtype=torch.bool).tril()[None, None], src_mask)[:, -1].log_softmax(-1)
-        step = step.masked_fill(done[:, None], -math.inf)                   # a finished beam: no real token
-        if keep_finished: step[done, pad_id] = 0.0                          # ... but pad at log-probability 0
+        step = model.decode(ys, memory,
+                            torch.ones(L, L, dtype=torch.bool).tril()[None, None],
+                            src_mask)[:, -1].log_softmax(-1)
+        step = step.masked_fill(done[:, None], -math.inf)  # a finished beam: no real token
+        if keep_finished: step[done, pad_id] = 0.0         # ... but pad at log-probability 0
         cand, cand_len = score[:, None] + step, (length + ~done)[:, None].expand(K, V)
         rank = cand / ((5 + cand_len) / 6) ** alpha if normalize else cand
         best = rank.flatten().topk(K).indices
@@ -634,14 +822,27 @@ def _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id
 
 def beam_search_unnormalized(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
     "Beam search ranking hypotheses by their summed log-probability: alpha is never used."
-    return _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, normalize=False)
+    return _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id,
+                        normalize=False)
 
 def beam_search_drops_finished(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id):
-    "Beam search that gives a finished beam -inf for every token, so that it falls out of the beam."
-    return _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id, keep_finished=False)
+    """Beam search that gives a finished beam -inf for every token, so that it falls out of the
+    beam."""
+    return _beam_of_one(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id,
+                        keep_finished=False)
 
-MUTANTS['cached_attention_before_append'] = ('check_cached_self_attention', cached_attention_before_append, 'the newest position is missing')
-MUTANTS['greedy_cached_position_zero'] = ('check_greedy_decode_cached', greedy_cached_position_zero, "position 0's positional encoding")
-MUTANTS['beam_search_unnormalized'] = ('check_beam_search', beam_search_unnormalized, 'without the length penalty')
-MUTANTS['beam_search_drops_finished'] = ('check_beam_search', beam_search_drops_finished, 'finished hypotheses are dropped')
-MUTANTS['length_penalty_without_denominator'] = ('check_length_penalty', length_penalty_without_denominator, 'the denominator (5 + 1) ** alpha is missing')
+MUTANTS['cached_attention_before_append'] = ('check_cached_self_attention',
+                                             cached_attention_before_append,
+                                             'the newest position is missing')
+MUTANTS['greedy_cached_position_zero'] = ('check_greedy_decode_cached',
+                                          greedy_cached_position_zero,
+                                          "position 0's positional encoding")
+MUTANTS['beam_search_unnormalized'] = ('check_beam_search', beam_search_unnormalized,
+                                       'without the length penalty')
+MUTANTS['beam_search_drops_finished'] = ('check_beam_search', beam_search_drops_finished,
+                                         'finished hypotheses are dropped')
+MUTANTS['length_penalty_without_denominator'] = (
+    'check_length_penalty',
+    length_penalty_without_denominator,
+    'the denominator (5 + 1) ** alpha is missing',
+)

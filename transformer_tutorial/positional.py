@@ -13,11 +13,14 @@ from .validation import _check_positive_int
 
 # %% ../nbs/06_positional_encoding.ipynb #435236cd
 def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
-    "PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same angle); (max_len, d_model), odd d_model too."
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same angle); (max_len,
+    d_model), odd d_model too."""
     _check_positive_int('max_len', max_len); _check_positive_int('d_model', d_model)
-    position = torch.arange(max_len, dtype=torch.float32)[:, None]                         # (max_len, 1)
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))  # (ceil(d/2),)
-    angle = position * inv_freq                                                          # (max_len, ceil(d/2))
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
+    # (ceil(d/2),)
+    inv_freq = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    angle = position * inv_freq  # (max_len, ceil(d/2))
     pe = torch.zeros(max_len, d_model)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])  # odd d_model: one fewer cosine column
@@ -30,12 +33,16 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model), persistent=False)
+        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model),
+                             persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 3 or x.size(-1) != self.d_model:
-            raise ValueError(f"expected input shaped (B, L, d_model={self.d_model}), got {tuple(x.shape)}")
+            raise ValueError(f"expected input shaped (B, L, d_model={self.d_model}), got "
+                             f"{tuple(x.shape)}")
         L = x.size(1)
         if L > self.max_len:
-            raise ValueError(f"sequence length {L} exceeds max_len {self.max_len} of the positional encoding")
-        return self.dropout(x + self.pe[:L])  # (B, L, d_model) + (L, d_model) broadcasts over the batch
+            raise ValueError(f"sequence length {L} exceeds max_len {self.max_len} of the "
+                             "positional encoding")
+        # (B, L, d_model) + (L, d_model) broadcasts over the batch
+        return self.dropout(x + self.pe[:L])

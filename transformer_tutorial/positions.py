@@ -16,7 +16,8 @@ from torch import nn
 from .attention import _check_attention_inputs, _masked_softmax
 from .validation import _check_positive_int, _check_broadcast, _check_mask
 from .utils import keep_rng
-from .multi_head import MultiHeadAttention, merge_heads, repeat_kv, _check_inputs
+from .multi_head import MultiHeadAttention, merge_heads, repeat_kv
+from .multi_head import _check_inputs
 from .embeddings import Embeddings
 from .positional import PositionalEncoding
 from .layer_norm import LayerNorm
@@ -27,66 +28,93 @@ from .copy_task import HELDOUT_SEED
 
 # %% ../nbs/09b_positions.ipynb #f7b50ea5
 class LearnedPositionalEmbedding(nn.Module):
-    "Add row `pos` of a trainable `nn.Embedding(max_len, d_model)` to the embedding at position `pos` of (B, L, d_model), then dropout."
+    """Add row `pos` of a trainable `nn.Embedding(max_len, d_model)` to the embedding at
+    position `pos` of (B, L, d_model), then dropout."""
     def __init__(self, max_len: int, d_model: int, dropout: float = 0.0):
         super().__init__()
         _check_positive_int('max_len', max_len); _check_positive_int('d_model', d_model)
         self.max_len, self.d_model = max_len, d_model
-        self.table = nn.Embedding(max_len, d_model)  # P: one row per position, N(0, 1) until trained
+        # P: one row per position, N(0, 1) until trained
+        self.table = nn.Embedding(max_len, d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 3 or x.size(-1) != self.d_model:
-            raise ValueError(f"expected input shaped (B, L, d_model={self.d_model}), got {tuple(x.shape)}")
+            raise ValueError(f"expected input shaped (B, L, d_model={self.d_model}), got "
+                             f"{tuple(x.shape)}")
         L = x.size(1)
         if L > self.max_len:
-            raise ValueError(f"sequence length {L} exceeds max_len {self.max_len} of the learned position table: "
-                             f"positions {self.max_len} to {L - 1} have no row (a learned table cannot go past its size)")
-        return self.dropout(x + self.table(torch.arange(L, device=x.device)))  # (B, L, d_model) + (L, d_model)
+            raise ValueError(f"sequence length {L} exceeds max_len {self.max_len} of the "
+                             "learned position table: "
+                             f"positions {self.max_len} to {L - 1} have no row (a learned "
+                             "table cannot go past its size)")
+        # (B, L, d_model) + (L, d_model)
+        return self.dropout(x + self.table(torch.arange(L, device=x.device)))
 
 # %% ../nbs/09b_positions.ipynb #90e8df2c
-def relative_positions(lq: int, lk: Optional[int] = None, max_distance: Optional[int] = None, device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
-    "(Lq, Lk) integer tensor of j - i, key position minus query position, clipped to [-max_distance, max_distance] if given."
+def relative_positions(lq: int, lk: Optional[int] = None, max_distance: Optional[int] = None,
+                       device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
+    """(Lq, Lk) integer tensor of j - i, key position minus query position, clipped to
+    [-max_distance, max_distance] if given."""
     lk = lq if lk is None else lk
     _check_positive_int('lq', lq); _check_positive_int('lk', lk)
-    distance = torch.arange(lk, device=device)[None, :] - torch.arange(lq, device=device)[:, None]  # (Lq, Lk)
+    # (Lq, Lk)
+    distance = (
+        torch.arange(lk, device=device)[None, :] - torch.arange(lq, device=device)[:, None]
+    )
     if max_distance is None: return distance
     _check_positive_int('max_distance', max_distance)
     return distance.clamp(-max_distance, max_distance)
 
 class ShawRelativePositions(nn.Module):
-    "Learned vectors w^K_r (and w^V_r) for the clipped distances r = -k..k, shared by all heads; returns a^K, a^V, each (Lq, Lk, d_head)."
+    """Learned vectors w^K_r (and w^V_r) for the clipped distances r = -k..k, shared by all
+    heads; returns a^K, a^V, each (Lq, Lk, d_head)."""
     def __init__(self, d_head: int, max_distance: int, values: bool = True):
         super().__init__()
         _check_positive_int('d_head', d_head); _check_positive_int('max_distance', max_distance)
         self.d_head, self.max_distance = d_head, max_distance
-        self.key_table = nn.Embedding(2 * max_distance + 1, d_head)                       # w^K_{-k}, ..., w^K_{k}
-        self.value_table = nn.Embedding(2 * max_distance + 1, d_head) if values else None  # w^V, or none at all
+        self.key_table = nn.Embedding(2 * max_distance + 1, d_head)  # w^K_{-k}, ..., w^K_{k}
+        # w^V, or none at all
+        self.value_table = nn.Embedding(2 * max_distance + 1, d_head) if values else None
         for table in (self.key_table, self.value_table):
-            if table is not None: nn.init.normal_(table.weight, std=d_head ** -0.5)      # rows of length about 1
+            # rows of length about 1
+            if table is not None: nn.init.normal_(table.weight, std=d_head ** -0.5)
 
-    def forward(self, lq: int, lk: Optional[int] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        index = relative_positions(lq, lk, self.max_distance, self.key_table.weight.device) + self.max_distance  # (Lq, Lk) in [0, 2k]
+    def forward(self, lq: int,
+                lk: Optional[int] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        # (Lq, Lk) in [0, 2k]
+        index = (
+            relative_positions(lq, lk, self.max_distance, self.key_table.weight.device)
+            + self.max_distance
+        )
         a_value = None if self.value_table is None else self.value_table(index)
         return self.key_table(index), a_value  # (Lq, Lk, d_head), (Lq, Lk, d_head) or None
 
 # %% ../nbs/09b_positions.ipynb #dd0713a3
-def relative_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None, rel_key: Optional[torch.Tensor] = None,
-                       rel_value: Optional[torch.Tensor] = None, dropout: Optional[nn.Dropout] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-    "Chapter 1's attention plus three optional position terms: q_i·a^K_ij in the score, an additive `bias`, and Σ_j α_ij a^V_ij in the output."
+def relative_attention(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+        rel_key: Optional[torch.Tensor] = None, rel_value: Optional[torch.Tensor] = None,
+        dropout: Optional[nn.Dropout] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Chapter 1's attention plus three optional position terms: q_i·a^K_ij in the score, an
+    additive `bias`, and Σ_j α_ij a^V_ij in the output."""
     _check_attention_inputs(query, key, value)
     Lq, Lk, d_k = query.size(-2), key.size(-2), query.size(-1)
-    for name, table, width in (('rel_key', rel_key, d_k), ('rel_value', rel_value, value.size(-1))):
+    for name, table, width in (
+        ('rel_key', rel_key, d_k),
+        ('rel_value', rel_value, value.size(-1)),
+    ):
         if table is not None and tuple(table.shape) != (Lq, Lk, width):
-            raise ValueError(f"{name} must be shaped (Lq, Lk, d) = ({Lq}, {Lk}, {width}), got {tuple(table.shape)}")
-    scores = query @ key.transpose(-2, -1)                                  # (..., Lq, Lk): content
+            raise ValueError(f"{name} must be shaped (Lq, Lk, d) = ({Lq}, {Lk}, {width}), got "
+                             f"{tuple(table.shape)}")
+    scores = query @ key.transpose(-2, -1)  # (..., Lq, Lk): content
     if rel_key is not None:
         scores = scores + torch.einsum('...id,ijd->...ij', query, rel_key)  # + q_i · a^K_ij
     scores = scores / math.sqrt(d_k)
     if bias is not None:
         _check_broadcast('bias', bias, scores.shape)
-        scores = scores + bias                                              # + e.g. ALiBi's -m (i - j)
-    weights = _masked_softmax(scores, mask)                                 # chapter 1's masking, (..., Lq, Lk)
+        scores = scores + bias               # + e.g. ALiBi's -m (i - j)
+    weights = _masked_softmax(scores, mask)  # chapter 1's masking, (..., Lq, Lk)
     if dropout is not None: weights = dropout(weights)
     out = weights @ value                                                   # (..., Lq, d_v)
     if rel_value is not None:
@@ -94,64 +122,106 @@ def relative_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
     return out, weights
 
 # %% ../nbs/09b_positions.ipynb #0cfe953d
-ROPE_SCALINGS = {'linear': ('factor',), 'llama3': ('factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings'),
-                 'yarn': ('factor', 'original_max_position_embeddings'), 'dynamic': ('factor', 'original_max_position_embeddings'),
-                 'longrope': ('factor', 'original_max_position_embeddings', 'short_factor', 'long_factor')}  # each type's required keys; yarn also reads beta_fast, beta_slow,
-                                                                           # attention_factor, mscale, mscale_all_dim, truncate
+# each type's required keys; yarn also reads beta_fast, beta_slow,
+ROPE_SCALINGS = {
+    'linear': ('factor', ), 'llama3':
+        ('factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings'),
+    'yarn': ('factor', 'original_max_position_embeddings'),
+    'dynamic': ('factor', 'original_max_position_embeddings'), 'longrope':
+        ('factor', 'original_max_position_embeddings', 'short_factor', 'long_factor')
+}
+                                                                           # attention_factor,
+                                                                           # mscale,
+                                                                           # mscale_all_dim,
+                                                                           # truncate
 
 def _check_scaling(scaling: dict) -> str:
-    "The type of a RoPE scaling dict, after checking that it is one the course computes and has that type's keys."
-    if not isinstance(scaling, dict): raise ValueError(f"RoPE scaling must be a dict such as {{'rope_type': 'linear', 'factor': 4.0}}, got {scaling!r}")
+    """The type of a RoPE scaling dict, after checking that it is one the course computes and
+    has that type's keys."""
+    if not isinstance(scaling, dict):
+        raise ValueError("RoPE scaling must be a dict such as {'rope_type': 'linear', "
+                         f"'factor': 4.0}}, got {scaling!r}")
     kind = scaling.get('rope_type', scaling.get('type'))
     if kind not in ROPE_SCALINGS:
-        raise ValueError(f"RoPE scaling of type {kind!r} is not implemented; the course computes {', '.join(map(repr, ROPE_SCALINGS))} (and no scaling)")
+        raise ValueError(f"RoPE scaling of type {kind!r} is not implemented; the course "
+                         f"computes {', '.join(map(repr, ROPE_SCALINGS))} (and no scaling)")
     number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-    missing = [k for k in ROPE_SCALINGS[kind] if not (k.endswith('_factor') and kind == 'longrope' and isinstance(scaling.get(k), (list, tuple))
-                                                      and all(number(v) and v > 0 for v in scaling[k]) or number(scaling.get(k)))]
-    if missing: raise ValueError(f"RoPE scaling {kind!r} needs the number(s) {missing}, got {scaling!r}")
-    if scaling['factor'] <= 0: raise ValueError(f"RoPE scaling factor must be positive, got {scaling['factor']!r}")
+    missing = [
+        k for k in ROPE_SCALINGS[kind]
+        if not (k.endswith('_factor') and kind == 'longrope'
+                and isinstance(scaling.get(k), (list, tuple)) and all(
+                    number(v) and v > 0 for v in scaling[k]) or number(scaling.get(k)))
+    ]
+    if missing:
+        raise ValueError(
+            f"RoPE scaling {kind!r} needs the number(s) {missing}, got {scaling!r}")
+    if scaling['factor'] <= 0:
+        raise ValueError(f"RoPE scaling factor must be positive, got {scaling['factor']!r}")
     return kind
 
 def _scaled(theta: torch.Tensor, d_head: int, base: float, scaling: dict) -> torch.Tensor:
-    "θ (d_head/2,) stretched as `scaling` says, in transformers' formulas (modeling_rope_utils)."
+    """θ (d_head/2,) stretched as `scaling` says, in transformers' formulas
+    (modeling_rope_utils)."""
     kind, s = _check_scaling(scaling), scaling['factor']
-    if kind == 'linear': return theta / s                                             # position interpolation: every angle / s
-    if kind == 'llama3':                                                              # slow pairs / s, fast ones kept, a ramp between
-        old, low, high = scaling['original_max_position_embeddings'], scaling['low_freq_factor'], scaling['high_freq_factor']
-        wavelength = 2 * math.pi / theta                                              # tokens per turn of each pair
-        ramp = ((old / wavelength - low) / (high - low)).clamp(0, 1)                  # 0: slower than old/low, 1: faster than old/high
+    if kind == 'linear': return theta / s  # position interpolation: every angle / s
+    if kind == 'llama3':                   # slow pairs / s, fast ones kept, a ramp between
+        old, low, high = scaling['original_max_position_embeddings'], scaling[
+            'low_freq_factor'], scaling['high_freq_factor']
+        wavelength = 2 * math.pi / theta  # tokens per turn of each pair
+        # 0: slower than old/low, 1: faster than old/high
+        ramp = ((old / wavelength - low) / (high - low)).clamp(0, 1)
         return (1 - ramp) * theta / s + ramp * theta
-    old = scaling['original_max_position_embeddings']                                 # yarn: the ramp counted in turns per context
-    turns = lambda r: d_head * math.log(old / (r * 2 * math.pi)) / (2 * math.log(base))   # the pair index that turns r times in `old`
+    # yarn: the ramp counted in turns per context
+    old = scaling['original_max_position_embeddings']
+    # the pair index that turns r times in `old`
+    turns = lambda r: d_head * math.log(old / (r * 2 * math.pi)) / (2 * math.log(base))
     lo, hi = turns(scaling.get('beta_fast') or 32), turns(scaling.get('beta_slow') or 1)
     if scaling.get('truncate', True): lo, hi = math.floor(lo), math.ceil(hi)
     lo, hi = max(lo, 0), min(hi, d_head - 1)
-    ramp = ((torch.arange(d_head // 2, dtype=theta.dtype) - lo) / (hi - lo if hi != lo else 0.001)).clamp(0, 1)  # 0: kept, 1: / s
+    # 0: kept, 1: / s
+    ramp = ((torch.arange(d_head // 2, dtype=theta.dtype) - lo) /
+            (hi - lo if hi != lo else 0.001)).clamp(0, 1)
     return theta * (1 - ramp) + theta / s * ramp
 
 def rope_attention_factor(scaling: Optional[dict] = None) -> float:
-    "What cos and sin are multiplied by: 1 but under YaRN, whose attention temperature is 0.1 ln(s) + 1, and LongRoPE, sqrt(1 + ln s / ln n_0) (or the config's own)."
+    """What cos and sin are multiplied by: 1 but under YaRN, whose attention temperature is 0.1
+    ln(s) + 1, and LongRoPE, sqrt(1 + ln s / ln n_0) (or the config's own)."""
     kind = None if scaling is None else _check_scaling(scaling)
     if kind not in ('yarn', 'longrope'): return 1.0
     if scaling.get('attention_factor') is not None: return float(scaling['attention_factor'])
-    if kind == 'longrope':                                                           # LongRoPE's: sqrt(1 + ln s / ln n_0)
+    if kind == 'longrope':  # LongRoPE's: sqrt(1 + ln s / ln n_0)
         s = scaling['factor']
-        return 1.0 if s <= 1 else math.sqrt(1 + math.log(s) / math.log(scaling['original_max_position_embeddings']))
+        return 1.0 if s <= 1 else math.sqrt(
+            1 + math.log(s) / math.log(scaling['original_max_position_embeddings']))
     m = lambda scale, k=1: 1.0 if scale <= 1 else 0.1 * k * math.log(scale) + 1.0
     s, k, k_all = scaling['factor'], scaling.get('mscale'), scaling.get('mscale_all_dim')
     return m(s, k) / m(s, k_all) if k and k_all else m(s)
 
-def rope_frequencies(d_head: int, base: float = 10000.0, dtype: torch.dtype = torch.float64, device: Optional[Union[str, torch.device]] = None,
-                     scaling: Optional[dict] = None, length: Optional[int] = None) -> torch.Tensor:
-    "θ_i = base^(-2i/d_head) for the d_head/2 feature pairs i = 0, 1, ..., shaped (d_head // 2,); `scaling` (a config's rope_scaling, types in `ROPE_SCALINGS`) stretches them for a longer context; 'dynamic' raises the base once the text's `length` passes the trained context."
+def rope_frequencies(d_head: int, base: float = 10000.0, dtype: torch.dtype = torch.float64,
+                     device: Optional[Union[str, torch.device]] = None,
+                     scaling: Optional[dict] = None,
+                     length: Optional[int] = None) -> torch.Tensor:
+    """θ_i = base^(-2i/d_head) for the d_head/2 feature pairs i = 0, 1, ..., shaped (d_head //
+    2,); `scaling` (a config's rope_scaling, types in `ROPE_SCALINGS`) stretches them for a
+    longer context; 'dynamic' raises the base once the text's `length` passes the trained
+    context."""
     _check_positive_int('d_head', d_head)
-    if d_head % 2: raise ValueError(f"RoPE rotates pairs of features, so d_head must be even, got {d_head}")
-    if not (isinstance(base, (int, float)) and base > 0): raise ValueError(f"the RoPE base must be a positive number, got {base!r}")
-    if scaling is not None and _check_scaling(scaling) == 'longrope':  # LongRoPE: each pair's own divisor, one set within n_0 tokens, one past it
-        ext = scaling['long_factor' if (length or 0) > scaling['original_max_position_embeddings'] else 'short_factor']
-        if len(ext) != d_head // 2: raise ValueError(f"longrope's factors must hold one number per feature pair, d_head/2 = {d_head // 2}, got {len(ext)}")
-        return (base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head) / torch.tensor(ext, dtype=torch.float64)).to(dtype=dtype, device=device)
-    if scaling is not None and _check_scaling(scaling) == 'dynamic':   # dynamic NTK: base·(s·n/n_0 - (s - 1))^(d/(d-2)) for a text of n > n_0 tokens
+    if d_head % 2:
+        raise ValueError(
+            f"RoPE rotates pairs of features, so d_head must be even, got {d_head}")
+    if not (isinstance(base, (int, float)) and base > 0):
+        raise ValueError(f"the RoPE base must be a positive number, got {base!r}")
+    if scaling is not None and _check_scaling(scaling) == 'longrope':
+        # LongRoPE: each pair's own divisor, one set within n_0 tokens, one past it
+        ext = scaling['long_factor' if (
+            length or 0) > scaling['original_max_position_embeddings'] else 'short_factor']
+        if len(ext) != d_head // 2:
+            raise ValueError("longrope's factors must hold one number per feature pair, "
+                             f"d_head/2 = {d_head // 2}, got {len(ext)}")
+        return (base**(-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+                / torch.tensor(ext, dtype=torch.float64)).to(dtype=dtype, device=device)
+    if scaling is not None and _check_scaling(scaling) == 'dynamic':
+        # dynamic NTK: base·(s·n/n_0 - (s - 1))^(d/(d-2)) for a text of n > n_0 tokens
         s, old = scaling['factor'], scaling['original_max_position_embeddings']
         n, scaling = max(length or old, old), None
         base = base * (s * n / old - (s - 1)) ** (d_head / (d_head - 2))
@@ -159,98 +229,149 @@ def rope_frequencies(d_head: int, base: float = 10000.0, dtype: torch.dtype = to
     if scaling is not None: theta = _scaled(theta, d_head, base, scaling)
     return theta.to(dtype=dtype, device=device)
 
-def apply_rope(x: torch.Tensor, positions: Optional[torch.Tensor] = None, base: float = 10000.0, scaling: Optional[dict] = None) -> torch.Tensor:
-    "Rotate each feature pair (x_2i, x_2i+1) of x (..., L, d) by the angle m·θ_i, m the row's position: 0..L-1, or `positions` shaped (L,), or (B, L) for x (B, ..., L, d) whose sequences sit at different positions; `scaling` as in `rope_frequencies`."
+def apply_rope(x: torch.Tensor, positions: Optional[torch.Tensor] = None, base: float = 10000.0,
+               scaling: Optional[dict] = None) -> torch.Tensor:
+    """Rotate each feature pair (x_2i, x_2i+1) of x (..., L, d) by the angle m·θ_i, m the row's
+    position: 0..L-1, or `positions` shaped (L,), or (B, L) for x (B, ..., L, d) whose sequences
+    sit at different positions; `scaling` as in `rope_frequencies`."""
     L, d = x.size(-2), x.size(-1)
     if positions is None: positions = torch.arange(L, device=x.device)
     batched = positions.dim() == 2 and x.dim() >= 3 and tuple(positions.shape) == (x.size(0), L)
     if tuple(positions.shape) != (L,) and not batched:
-        raise ValueError(f"positions must be shaped (L,) = ({L},) or (B, L) = ({x.size(0)}, {L}) for x shaped {tuple(x.shape)}, got {tuple(positions.shape)}")
+        raise ValueError(f"positions must be shaped (L,) = ({L},) or (B, L) = ({x.size(0)}, "
+                         f"{L}) for x shaped {tuple(x.shape)}, got {tuple(positions.shape)}")
     return rotate_pairs(x, *rope_rotation(positions.to(x.device), d, base, scaling, x.dtype))
 
-def rope_rotation(positions: torch.Tensor, d_head: int, base: float = 10000.0, scaling: Optional[dict] = None,
+def rope_rotation(positions: torch.Tensor, d_head: int, base: float = 10000.0,
+                  scaling: Optional[dict] = None,
                   dtype: torch.dtype = torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
-    "cos and sin (in `dtype`) of the angles m·θ_i for `positions` (L,) or (B, L): (L, d_head/2) or (B, L, d_head/2), YaRN's factor included; one pair serves every head and layer that shares base and scaling."
-    work = torch.float64 if dtype == torch.float64 else torch.float32                       # angles in at least float32
-    length = int(positions.max()) + 1 if scaling is not None and _check_scaling(scaling) in ('dynamic', 'longrope') else None   # the text so far: n
-    angle = positions.to(work)[..., None] * rope_frequencies(d_head, base, work, positions.device, scaling, length)  # m θ_i
-    f = rope_attention_factor(scaling)                                                      # 1 but under YaRN
+    """cos and sin (in `dtype`) of the angles m·θ_i for `positions` (L,) or (B, L): (L,
+    d_head/2) or (B, L, d_head/2), YaRN's factor included; one pair serves every head and
+    layer that shares base and scaling."""
+    # angles in at least float32
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    # the text so far: n
+    length = int(positions.max()) + 1 if scaling is not None and _check_scaling(scaling) in (
+        'dynamic', 'longrope') else None
+    # m θ_i
+    angle = positions.to(work)[..., None] * rope_frequencies(
+        d_head, base, work, positions.device, scaling, length
+    )
+    f = rope_attention_factor(scaling)  # 1 but under YaRN
     return (angle.cos() * f).to(dtype), (angle.sin() * f).to(dtype)
 
 def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    "x (..., L, d) with each feature pair (x_2i, x_2i+1) turned by the angle whose `cos` and `sin` are given: (L, d/2), or (B, L, d/2) for x (B, ..., L, d)."
-    if cos.dim() == 3: cos, sin = (c.view(c.size(0), *[1] * (x.dim() - 3), *c.shape[1:]) for c in (cos, sin))  # (B, 1, .., L, d/2)
-    x_even, x_odd = x[..., 0::2], x[..., 1::2]                                              # (..., L, d/2) each
-    rotated = torch.stack([x_even * cos - x_odd * sin, x_even * sin + x_odd * cos], dim=-1)  # (..., L, d/2, 2)
-    return rotated.flatten(-2)                                                              # (..., L, d), pairs back in place
+    """x (..., L, d) with each feature pair (x_2i, x_2i+1) turned by the angle whose `cos` and
+    `sin` are given: (L, d/2), or (B, L, d/2) for x (B, ..., L, d)."""
+    # (B, 1, .., L, d/2)
+    if cos.dim() == 3:
+        cos, sin = (c.view(c.size(0), *[1] * (x.dim() - 3), *c.shape[1:]) for c in (cos, sin))
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., L, d/2) each
+    # (..., L, d/2, 2)
+    rotated = torch.stack([x_even * cos - x_odd * sin, x_even * sin + x_odd * cos], dim=-1)
+    return rotated.flatten(-2)  # (..., L, d), pairs back in place
 
 # %% ../nbs/09b_positions.ipynb #38f15240
 def rope_permutation(d_head: int) -> torch.Tensor:
-    "Indices `perm` (d_head,) with adjacent-pair feature c = half-layout feature perm[c]: 2t <- t, 2t+1 <- d_head/2 + t."
-    if d_head % 2: raise ValueError(f"RoPE rotates pairs of features, so d_head must be even, got {d_head}")
+    """Indices `perm` (d_head,) with adjacent-pair feature c = half-layout feature perm[c]: 2t
+    <- t, 2t+1 <- d_head/2 + t."""
+    if d_head % 2:
+        raise ValueError(
+            f"RoPE rotates pairs of features, so d_head must be even, got {d_head}")
     half = torch.arange(d_head // 2)
-    return torch.stack([half, half + d_head // 2], 1).flatten()   # (d_head,): 0, d/2, 1, d/2 + 1, ...
+    # (d_head,): 0, d/2, 1, d/2 + 1, ...
+    return torch.stack([half, half + d_head // 2], 1).flatten()
 
 # %% ../nbs/09b_positions.ipynb #5ee303fd
-def alibi_slopes(num_heads: int, dtype: torch.dtype = torch.float32, device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
-    "m_h = 2^(-8h/H) for heads h = 1..H: the geometric sequence that starts at 2^(-8/H) and has that ratio; shaped (H,)."
+def alibi_slopes(num_heads: int, dtype: torch.dtype = torch.float32,
+                 device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
+    """m_h = 2^(-8h/H) for heads h = 1..H: the geometric sequence that starts at 2^(-8/H) and
+    has that ratio; shaped (H,)."""
     _check_positive_int('num_heads', num_heads)
     h = torch.arange(1, num_heads + 1, dtype=torch.float64)
     return (2.0 ** (-8.0 * h / num_heads)).to(dtype=dtype, device=device)
 
-def alibi_bias(num_heads: int, length: int, dtype: torch.dtype = torch.float32, device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
-    "The (H, L, L) bias -m_h·(i - j) for query i and key j; for causal attention (j > i gives positive entries, to be masked)."
-    distance = relative_positions(length, device=device).to(dtype)                 # (L, L): j - i
-    return alibi_slopes(num_heads, dtype, device)[:, None, None] * distance      # (H, L, L) = -m_h (i - j)
+def alibi_bias(num_heads: int, length: int, dtype: torch.dtype = torch.float32,
+               device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
+    """The (H, L, L) bias -m_h·(i - j) for query i and key j; for causal attention (j > i gives
+    positive entries, to be masked)."""
+    distance = relative_positions(length, device=device).to(dtype)  # (L, L): j - i
+    # (H, L, L) = -m_h (i - j)
+    return alibi_slopes(num_heads, dtype, device)[:, None, None] * distance
 
 # %% ../nbs/09b_positions.ipynb #149773e2
 SCHEMES = ('sinusoidal', 'learned', 'shaw', 'rope', 'alibi')
 
 def _check_scheme(scheme):
-    if scheme not in SCHEMES: raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
 
 class PositionalSelfAttention(MultiHeadAttention):
-    "Self-attention whose scores see positions by `scheme`: Shaw's a^K and a^V, RoPE's rotated q and k (angles from `base` and `scaling`), or ALiBi's bias; 'sinusoidal' and 'learned' add nothing here."
-    def __init__(self, d_model: int, num_heads: int, scheme: str, max_distance: int = 16, dropout: float = 0.0, bias: bool = True,
-                 base: float = 10000.0, num_kv_heads: Optional[int] = None, out_bias: Optional[bool] = None, scaling: Optional[dict] = None,
-                 head_dim: Optional[int] = None, qk_norm: Optional[Callable[[int], nn.Module]] = None, qk_norm_per_head: bool = True,
+    """Self-attention whose scores see positions by `scheme`: Shaw's a^K and a^V, RoPE's rotated
+    q and k (angles from `base` and `scaling`), or ALiBi's bias; 'sinusoidal' and 'learned'
+    add nothing here."""
+    def __init__(self, d_model: int, num_heads: int, scheme: str, max_distance: int = 16,
+                 dropout: float = 0.0, bias: bool = True, base: float = 10000.0,
+                 num_kv_heads: Optional[int] = None, out_bias: Optional[bool] = None,
+                 scaling: Optional[dict] = None, head_dim: Optional[int] = None,
+                 qk_norm: Optional[Callable[[int],
+                                            nn.Module]] = None, qk_norm_per_head: bool = True,
                  scale: Optional[float] = None, softcap: Optional[float] = None):
-        super().__init__(d_model, num_heads, dropout, bias, num_kv_heads, out_bias, head_dim, qk_norm, qk_norm_per_head, scale, softcap)
+        super().__init__(d_model, num_heads, dropout, bias, num_kv_heads, out_bias, head_dim,
+                         qk_norm, qk_norm_per_head, scale, softcap)
         _check_scheme(scheme)
         self.scheme, self.base, self.scaling = scheme, base, scaling
-        self.relative = ShawRelativePositions(self.d_head, max_distance) if scheme == 'shaw' else None
-        if scheme == 'rope': rope_frequencies(self.d_head, base, scaling=scaling)  # refuses an odd d_head, a bad base or scaling now, not at the first forward
+        self.relative = (
+            ShawRelativePositions(self.d_head, max_distance) if scheme == 'shaw' else None
+        )
+        # refuses an odd d_head, a bad base or scaling now, not at the first forward
+        if scheme == 'rope': rope_frequencies(self.d_head, base, scaling=scaling)
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Optional[torch.Tensor] = None,
-                need_weights: bool = True, positions: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        "Tokens attend to each other: query, key, value (B, L, d_model), at positions 0..L-1 (RoPE: or `positions`, (L,) or (B, L)); returns (output, weights (B, H, L, L) or None)."
+    def forward(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: Optional[torch.Tensor] = None, need_weights: bool = True,
+        positions: Optional[torch.Tensor] = None
+    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Tokens attend to each other: query, key, value (B, L, d_model), at positions 0..L-1
+        (RoPE: or `positions`, (L,) or (B, L)); returns (output, weights (B, H, L, L) or None).
+        """
         _check_inputs(query, key, value, self.d_model)
         B, L = query.size(0), query.size(1)
         if key.size(1) != L:
-            raise ValueError(f"positional self-attention needs as many keys as queries, got {L} queries and {key.size(1)} keys")
+            raise ValueError("positional self-attention needs as many keys as queries, got "
+                             f"{L} queries and {key.size(1)} keys")
         if positions is not None and self.scheme != 'rope':
-            raise ValueError(f"positions= is for scheme='rope'; scheme {self.scheme!r} reads positions 0..L-1")
+            raise ValueError(f"positions= is for scheme='rope'; scheme {self.scheme!r} reads "
+                             "positions 0..L-1")
         if mask is not None: _check_mask(mask, (B, self.num_heads, L, L))
-        q, k, v = self.project(query, key, value)            # (B, H, L, d_head), (B, H_kv, L, d_head) twice
-        if self.scheme == 'rope':                            # q and k rotated, by angles computed once; values untouched
+        # (B, H, L, d_head), (B, H_kv, L, d_head) twice
+        q, k, v = self.project(query, key, value)
+        if self.scheme == 'rope':  # q and k rotated, by angles computed once; values untouched
             if positions is None: positions = torch.arange(L, device=q.device)
             elif tuple(positions.shape) not in ((L,), (B, L)):
-                raise ValueError(f"positions must be shaped (L,) = ({L},) or (B, L) = ({B}, {L}), got {tuple(positions.shape)}")
-            rotation = rope_rotation(positions.to(q.device), self.d_head, self.base, self.scaling, q.dtype)
+                raise ValueError(f"positions must be shaped (L,) = ({L},) or (B, L) = ({B}, "
+                                 f"{L}), got {tuple(positions.shape)}")
+            rotation = rope_rotation(positions.to(q.device), self.d_head, self.base,
+                                     self.scaling, q.dtype)
             q, k = rotate_pairs(q, *rotation), rotate_pairs(k, *rotation)
-        if self.scheme not in ('shaw', 'alibi'): return self.attend(q, k, v, mask, need_weights)  # chapter 3's: fused unless weights are asked for
+        # chapter 3's: fused unless weights are asked for
+        if self.scheme not in ('shaw', 'alibi'): return self.attend(q, k, v, mask, need_weights)
         bias = rel_key = rel_value = None
-        if self.scheme == 'alibi': bias = alibi_bias(self.num_heads, L, q.dtype, q.device)  # (H, L, L)
-        else: rel_key, rel_value = self.relative(L)                                         # (L, L, d_head) each
-        k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)                  # (B, H, L, d_head)
+        # (H, L, L)
+        if self.scheme == 'alibi': bias = alibi_bias(self.num_heads, L, q.dtype, q.device)
+        else: rel_key, rel_value = self.relative(L)  # (L, L, d_head) each
+        k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)  # (B, H, L, d_head)
         out, weights = relative_attention(q, k, v, mask, bias, rel_key, rel_value, self.dropout)
-        return self.w_o(merge_heads(out)), (weights if need_weights else None)  # (B, L, d_model), (B, H, L, L) or None
+        # (B, L, d_model), (B, H, L, L) or None
+        return self.w_o(merge_heads(out)), (weights if need_weights else None)
 
 # %% ../nbs/09b_positions.ipynb #4de71a6b
 class PositionLM(nn.Module):
-    "A dropout-free decoder-only Transformer from the course's parts (`Embeddings`, pre-LN `EncoderLayer`s under a causal mask, a final LayerNorm) with positions by `scheme`."
-    def __init__(self, vocab_size: int, scheme: str, d_model: int = 64, num_heads: int = 4, num_layers: int = 2, d_ff: int = 128,
-                 max_len: int = 64, max_distance: int = 16):
+    """A dropout-free decoder-only Transformer from the course's parts (`Embeddings`, pre-LN
+    `EncoderLayer`s under a causal mask, a final LayerNorm) with positions by `scheme`."""
+    def __init__(self, vocab_size: int, scheme: str, d_model: int = 64, num_heads: int = 4,
+                 num_layers: int = 2, d_ff: int = 128, max_len: int = 64,
+                 max_distance: int = 16):
         super().__init__()
         _check_scheme(scheme)
         self.scheme = scheme
@@ -258,70 +379,100 @@ class PositionLM(nn.Module):
         if scheme == 'sinusoidal': self.positions = PositionalEncoding(d_model, max_len)
         elif scheme == 'learned': self.positions = LearnedPositionalEmbedding(max_len, d_model)
         else: self.positions = nn.Identity()  # the relative schemes add nothing to the input
-        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, self_attn=PositionalSelfAttention(d_model, num_heads, scheme, max_distance))
-                                    for _ in range(num_layers))  # pre-LN layers with the position-aware attention
+        # pre-LN layers with the position-aware attention
+        self.layers = nn.ModuleList(
+            EncoderLayer(
+                d_model, num_heads, d_ff, self_attn=PositionalSelfAttention(
+                    d_model, num_heads, scheme, max_distance)) for _ in range(num_layers))
         self.norm = LayerNorm(d_model)
         self.generator = nn.Linear(d_model, vocab_size)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        "Next-token logits (B, L, vocab_size) for `tokens` (B, L): position t sees tokens 0..t only."
-        if tokens.dim() != 2: raise ValueError(f"tokens must be shaped (B, L), got {tuple(tokens.shape)}")
+        """Next-token logits (B, L, vocab_size) for `tokens` (B, L): position t sees tokens 0..t
+        only."""
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must be shaped (B, L), got {tuple(tokens.shape)}")
         x = self.positions(self.embed(tokens))                   # (B, L, d_model)
         mask = causal_mask(tokens.size(1), tokens.device)
         for layer in self.layers: x = layer(x, mask)
         return self.generator(self.norm(x))                      # (B, L, vocab_size)
 
 def position_model(scheme: str, seed: int = 0, num_symbols: int = 32, **sizes) -> nn.Module:
-    "A `PositionLM` for `num_symbols` data tokens (+ PAD, START, END), initialized from `seed` without touching the global RNG."
+    """A `PositionLM` for `num_symbols` data tokens (+ PAD, START, END), initialized from `seed`
+    without touching the global RNG."""
     with keep_rng(seed):
         return PositionLM(num_symbols + 3, scheme, **sizes)
 
 # %% ../nbs/09b_positions.ipynb #07647310
-def copy_sequences(lengths: Sequence[int], num_symbols: int, generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-    "Rows `START x_1..x_n END x_1..x_n END` (n distinct data tokens, n from `lengths`), right-padded; returns inputs and next-token targets, both (B, 2·max(n) + 2), targets PAD except on the copy and its END."
+def copy_sequences(
+        lengths: Sequence[int], num_symbols: int,
+        generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Rows `START x_1..x_n END x_1..x_n END` (n distinct data tokens, n from `lengths`),
+    right-padded; returns inputs and next-token targets, both (B, 2·max(n) + 2), targets PAD
+    except on the copy and its END."""
     lengths = torch.as_tensor(lengths)
-    if lengths.dim() != 1 or lengths.numel() == 0 or lengths.is_floating_point() or lengths.dtype == torch.bool:
-        raise ValueError(f"lengths must be a non-empty 1-D list or tensor of integers, got shape {tuple(lengths.shape)} and dtype {lengths.dtype}")
+    if lengths.dim() != 1 or lengths.numel() == 0 or lengths.is_floating_point(
+    ) or lengths.dtype == torch.bool:
+        raise ValueError("lengths must be a non-empty 1-D list or tensor of integers, got "
+                         f"shape {tuple(lengths.shape)} and dtype {lengths.dtype}")
     _check_positive_int('num_symbols', num_symbols)
     if lengths.min() < 1 or lengths.max() > num_symbols:
-        raise ValueError(f"every length must be in [1, num_symbols={num_symbols}] (a row's tokens are distinct), "
+        raise ValueError(f"every length must be in [1, num_symbols={num_symbols}] (a row's "
+                         "tokens are distinct), "
                          f"got lengths from {lengths.min().item()} to {lengths.max().item()}")
     B, n_max = len(lengths), int(lengths.max())
-    data = torch.rand(B, num_symbols, generator=generator).argsort(-1)[:, :n_max] + 3  # (B, n_max): distinct ids >= 3
-    p, n = torch.arange(2 * n_max + 3)[None, :], lengths[:, None]                    # (1, T+1) positions, (B, 1) lengths
-    first = data.gather(1, (p - 1).clamp(0, n_max - 1).expand(B, -1))                  # x_p at p = 1..n
-    second = data.gather(1, (p - n - 2).clamp(0, n_max - 1))                           # x_(p-n-1) at p = n+2..2n+1
-    seq = torch.where(p <= n, first, torch.where(p <= 2 * n + 1, second, PAD))         # (B, T+1)
+    # (B, n_max): distinct ids >= 3
+    data = torch.rand(B, num_symbols, generator=generator).argsort(-1)[:, :n_max] + 3
+    # (1, T+1) positions, (B, 1) lengths
+    p, n = torch.arange(2 * n_max + 3)[None, :], lengths[:, None]
+    first = data.gather(1, (p - 1).clamp(0, n_max - 1).expand(B, -1))  # x_p at p = 1..n
+    second = data.gather(1, (p - n - 2).clamp(0, n_max - 1))  # x_(p-n-1) at p = n+2..2n+1
+    seq = torch.where(p <= n, first, torch.where(p <= 2 * n + 1, second, PAD))  # (B, T+1)
     seq = torch.where(p == 0, START, torch.where((p == n + 1) | (p == 2 * n + 2), END, seq))
-    targets = seq[:, 1:].masked_fill(p[:, 1:] <= n + 1, PAD)  # only x_1..x_n END of the copy are scored
+    # only x_1..x_n END of the copy are scored
+    targets = seq[:, 1:].masked_fill(p[:, 1:] <= n + 1, PAD)
     return seq[:, :-1], targets                               # (B, T), (B, T)
 
 # %% ../nbs/09b_positions.ipynb #39b59b2c
-def train_position_model(scheme: str, seed: int = 0, steps: int = 700, batch_size: int = 32, train_lengths: Tuple[int, int] = (1, 8),
-                         num_symbols: int = 32, lr: float = 5e-3, warmup: int = 100, **sizes) -> Tuple[nn.Module, List[float]]:
-    "Train `position_model(scheme, seed)` on `copy_sequences` with n uniform in `train_lengths`; returns (model in eval mode, loss per step)."
+def train_position_model(scheme: str, seed: int = 0, steps: int = 700, batch_size: int = 32,
+                         train_lengths: Tuple[int, int] = (1, 8), num_symbols: int = 32,
+                         lr: float = 5e-3, warmup: int = 100,
+                         **sizes) -> Tuple[nn.Module, List[float]]:
+    """Train `position_model(scheme, seed)` on `copy_sequences` with n uniform in
+    `train_lengths`; returns (model in eval mode, loss per step)."""
     _check_positive_int('steps', steps); _check_positive_int('batch_size', batch_size)
     lo, hi = train_lengths
     if not 1 <= lo <= hi <= num_symbols:
-        raise ValueError(f"train_lengths must be (lo, hi) with 1 <= lo <= hi <= num_symbols={num_symbols}, got {train_lengths}")
+        raise ValueError("train_lengths must be (lo, hi) with 1 <= lo <= hi <= "
+                         f"num_symbols={num_symbols}, got {train_lengths}")
     model = position_model(scheme, seed, num_symbols, **sizes)
-    opt, sched = make_optimizer(model, lr, min(warmup, steps), total=steps, cooldown=0.3, floor=0.05)
+    opt, sched = make_optimizer(model, lr, min(warmup, steps), total=steps, cooldown=0.3,
+                                floor=0.05)
     g = torch.Generator().manual_seed(seed)  # the data's own generator
-    next_batch = lambda: LMBatch(*copy_sequences(torch.randint(lo, hi + 1, (batch_size,), generator=g), num_symbols, g))
-    history = train(model, next_batch, steps, opt, sched, PAD, progress=False)  # the training chapter's loop and step
+    next_batch = lambda: LMBatch(
+        *copy_sequences(torch.randint(lo, hi + 1, (batch_size,), generator=g), num_symbols, g)
+    )
+    # the training chapter's loop and step
+    history = train(model, next_batch, steps, opt, sched, PAD, progress=False)
     return model.eval(), history['loss']
 
 @torch.no_grad()
-def length_accuracy(model: nn.Module, lengths: Sequence[int], num_symbols: int = 32, n: int = 200, seed: int = HELDOUT_SEED) -> Dict[int, dict]:
-    "Per copy length: exact match, token accuracy and accuracy by copied position on `n` fresh rows, teacher-forced (its exact match is greedy decoding's)."
+def length_accuracy(model: nn.Module, lengths: Sequence[int], num_symbols: int = 32,
+                    n: int = 200, seed: int = HELDOUT_SEED) -> Dict[int, dict]:
+    """Per copy length: exact match, token accuracy and accuracy by copied position on `n` fresh
+    rows, teacher-forced (its exact match is greedy decoding's)."""
     _check_positive_int('n', n)
     device = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     results = {}
     for length in lengths:
         inputs, targets = copy_sequences([length] * n, num_symbols, g)
-        predicted = model(inputs.to(device)).argmax(-1).cpu()                     # (n, 2·length + 2)
-        right = predicted[:, length + 1:] == targets[:, length + 1:]              # (n, length + 1): x_1..x_n, END
-        results[length] = {'exact_match': right.all(1).float().mean().item(), 'token_accuracy': right.float().mean().item(),
-                           'by_position': right.float().mean(0).tolist()}
+        predicted = model(inputs.to(device)).argmax(-1).cpu()  # (n, 2·length + 2)
+        # (n, length + 1): x_1..x_n, END
+        right = predicted[:, length + 1:] == targets[:, length + 1:]
+        results[length] = {
+            'exact_match': right.all(1).float().mean().item(),
+            'token_accuracy': right.float().mean().item(),
+            'by_position': right.float().mean(0).tolist()
+        }
     return results

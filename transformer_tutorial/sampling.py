@@ -17,132 +17,218 @@ from .gpt import left_padding, window_mask
 
 # %% ../nbs/17a_sampling.ipynb #7e7e260a
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
-    "Keep the `k` largest logits of each row (..., V) and set the others to -inf (exactly k kept, ties broken by `topk`)."
+    """Keep the `k` largest logits of each row (..., V) and set the others to -inf (exactly k
+    kept, ties broken by `topk`)."""
     _check_positive_int('top_k', k)
-    if k > logits.size(-1): raise ValueError(f"top_k={k} is larger than the vocabulary ({logits.size(-1)} tokens): at most {logits.size(-1)}")
+    if k > logits.size(-1):
+        raise ValueError(f"top_k={k} is larger than the vocabulary ({logits.size(-1)} tokens): "
+                         f"at most {logits.size(-1)}")
     kept = logits.topk(k, dim=-1).indices                                     # (..., k)
     return torch.full_like(logits, -math.inf).scatter(-1, kept, logits.gather(-1, kept))
 
 def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
-    "Keep, in each row (..., V), the smallest set of most likely tokens whose probabilities sum to at least `p`; the others become -inf."
-    if not (isinstance(p, (int, float)) and 0 < p <= 1): raise ValueError(f"top_p must be in (0, 1], got {p!r}")
+    """Keep, in each row (..., V), the smallest set of most likely tokens whose probabilities
+    sum to at least `p`; the others become -inf."""
+    if not (isinstance(p, (int, float)) and 0 < p <= 1):
+        raise ValueError(f"top_p must be in (0, 1], got {p!r}")
     if p == 1: return logits
-    ranked, order = logits.sort(-1, descending=True)                          # (..., V), most likely first
+    ranked, order = logits.sort(-1, descending=True)  # (..., V), most likely first
     probs = ranked.softmax(-1)
-    before = probs.cumsum(-1) - probs                                         # the mass of the tokens ranked above each one
-    return logits.scatter(-1, order, ranked.masked_fill(before >= p, -math.inf))  # dropped: the set reached p without it
+    before = probs.cumsum(-1) - probs  # the mass of the tokens ranked above each one
+    # dropped: the set reached p without it
+    return logits.scatter(-1, order, ranked.masked_fill(before >= p, -math.inf))
 
 # %% ../nbs/17a_sampling.ipynb #873496e4
 def _check_sampling(temperature, top_k, top_p, vocab_size):
     "Raise a clear error unless the sampling settings are allowed."
-    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0):
-        raise ValueError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
+    if not (
+        isinstance(temperature, (int, float))
+        and math.isfinite(temperature)
+        and temperature >= 0
+    ):
+        raise ValueError("temperature must be a number >= 0 (0 means greedy), "
+                         f"got {temperature!r}")
     if top_k is not None:
         _check_positive_int('top_k', top_k)
-        if top_k > vocab_size: raise ValueError(f"top_k={top_k} is larger than the vocabulary ({vocab_size} tokens): at most {vocab_size}")
+        if top_k > vocab_size:
+            raise ValueError(f"top_k={top_k} is larger than the vocabulary ({vocab_size} "
+                             f"tokens): at most {vocab_size}")
     if top_p is not None and not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
 
 def _same_device(a: torch.device, b: torch.device) -> bool:
-    "Whether devices `a` and `b` are one device (a CUDA device without an index is the current one)."
-    index = lambda d: torch.cuda.current_device() if d.type == 'cuda' and d.index is None else d.index
+    """Whether devices `a` and `b` are one device (a CUDA device without an index is the current
+    one)."""
+    index = lambda d: (
+        torch.cuda.current_device() if d.type == 'cuda' and d.index is None else d.index
+    )
     return a.type == b.type and index(a) == index(b)
 
-def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[int] = None, top_p: Optional[float] = None,
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[int] = None,
+                top_p: Optional[float] = None,
                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
-    "One token id per row of `logits` (B, V): argmax at temperature 0, else a draw after temperature, top-k and top-p, from `generator` (on the CPU, or where the generator is: one on the logits' GPU draws there, with no copy of the probabilities to the CPU)."
+    """One token id per row of `logits` (B, V): argmax at temperature 0, else a draw after
+    temperature, top-k and top-p, from `generator` (on the CPU, or where the generator is: one
+    on the logits' GPU draws there, with no copy of the probabilities to the CPU)."""
     _check_sampling(temperature, top_k, top_p, logits.size(-1))
     if temperature == 0: return logits.argmax(-1)
     z = logits.float() / temperature
     if top_k is not None: z = top_k_filter(z, top_k)
     if top_p is not None: z = top_p_filter(z, top_p)
-    if generator is not None and _same_device(generator.device, logits.device): return torch.multinomial(z.softmax(-1), 1, generator=generator)[:, 0]
-    return torch.multinomial(z.softmax(-1).cpu(), 1, generator=generator)[:, 0].to(logits.device)  # (B,)
+    if generator is not None and _same_device(generator.device, logits.device):
+        return torch.multinomial(z.softmax(-1), 1, generator=generator)[:, 0]
+    probs = z.softmax(-1).cpu()  # (B, V): drawn from on the CPU, with the CPU generator
+    return torch.multinomial(probs, 1, generator=generator)[:, 0].to(logits.device)  # (B,)
 
 # %% ../nbs/17a_sampling.ipynb #be14a5cc
 def _cached_causal_attention(attn, y, cache, i, positions, rotations, window=None, pad=None):
-    "Self-attention of new `positions` `y` (B, T, d_model): their keys and values join layer `i`'s cache, each query reads the cache up to itself (with a `window`, only its last `window` positions); `rotations` keeps RoPE's cos and sin for the step, computed by the first layer that needs them; `pad` (B,), each row's left padding: never read, and each text's positions counted from its first token."
+    """Self-attention of new `positions` `y` (B, T, d_model): their keys and values join layer
+    `i`'s cache, each query reads the cache up to itself (with a `window`, only its last
+    `window` positions); `rotations` keeps RoPE's cos and sin for the step, computed by the
+    first layer that needs them; `pad` (B,), each row's left padding: never read, and each
+    text's positions counted from its first token."""
     B, T, t = y.size(0), y.size(1), cache.length
-    q, k, v = attn.project(y, y, y)                                               # (B, H, T, d_head), (B, H_kv, T, d_head) twice
-    if getattr(attn, 'scheme', None) == 'rope':                                   # rotated to those positions
+    q, k, v = attn.project(y, y, y)              # (B, H, T, d_head), (B, H_kv, T, d_head) twice
+    if getattr(attn, 'scheme', None) == 'rope':  # rotated to those positions
         key = (attn.base, repr(attn.scaling), q.dtype)
-        own = positions if pad is None else (positions - pad[:, None]).clamp(min=0)   # (T,), or each text's own (B, T)
-        if key not in rotations: rotations[key] = rope_rotation(own, attn.d_head, attn.base, attn.scaling, q.dtype)
+        # (T,), or each text's own (B, T)
+        own = positions if pad is None else (positions - pad[:, None]).clamp(min=0)
+        if key not in rotations:
+            rotations[key] = rope_rotation(own, attn.d_head, attn.base, attn.scaling, q.dtype)
         q, k = rotate_pairs(q, *rotations[key]), rotate_pairs(k, *rotations[key])
-    cache.keys[i, :, :, t:t + T], cache.values[i, :, :, t:t + T] = k, v           # into positions t..t+T-1
-    if window is not None and t + T > window: mask = window_mask(positions, t + T, window)  # (T, t+T): the band of the window
-    else: mask = torch.ones(T, t + T, dtype=torch.bool, device=y.device).tril(t) if T > 1 else None  # query j (position t+j) reads 0..t+j
-    if pad is not None:                                                           # (B, 1, T, t+T): and never a padding key
+    # into positions t..t+T-1
+    cache.keys[i, :, :, t:t + T], cache.values[i, :, :, t:t + T] = k, v
+    # (T, t+T): the band of the window
+    if window is not None and t + T > window: mask = window_mask(positions, t + T, window)
+    # query j (position t+j) reads 0..t+j
+    else:
+        mask = (
+            torch.ones(T, t + T, dtype=torch.bool, device=y.device).tril(t) if T > 1 else None
+        )
+    if pad is not None:  # (B, 1, T, t+T): and never a padding key
         keys = (torch.arange(t + T, device=y.device) >= pad[:, None])[:, None, None, :]
         mask = keys if mask is None else mask & keys
-    return attn.attend(q, cache.keys[i, :, :, :t + T], cache.values[i, :, :, :t + T], mask, need_weights=False)[0]
+    return attn.attend(q, cache.keys[i, :, :, :t + T], cache.values[i, :, :, :t + T], mask,
+                       need_weights=False)[0]
 
-def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache, pad: Optional[torch.Tensor] = None) -> torch.Tensor:
-    "Logits (B, T, V) of a GPT's new tokens (B, T) at the next T positions, reading and extending `cache`: the whole prompt, or one token; `pad` (B,), each row's left padding (`left_padding`), which no token reads."
+def gpt_decode_step(model: torch.nn.Module, tokens: torch.Tensor, cache: KVCache,
+                    pad: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Logits (B, T, V) of a GPT's new tokens (B, T) at the next T positions, reading and
+    extending `cache`: the whole prompt, or one token; `pad` (B,), each row's left padding
+    (`left_padding`), which no token reads."""
     t = cache.length
-    positions, rotations = torch.arange(t, t + tokens.size(1), device=tokens.device), {}   # the new positions t..t+T-1
-    x = model.inputs(tokens, positions if pad is None else (positions - pad[:, None]).clamp(min=0))   # (B, T, d_model)
-    for i, layer in enumerate(model.layers):  # EncoderLayer.forward, its self-attention reading the cache
+    # the new positions t..t+T-1
+    positions, rotations = torch.arange(t, t + tokens.size(1), device=tokens.device), {}
+    # (B, T, d_model)
+    x = model.inputs(tokens, positions if pad is None else
+                     (positions - pad[:, None]).clamp(min=0))
+    for i, layer in enumerate(model.layers):
+        # EncoderLayer.forward, its self-attention reading the cache
         window = model.windows[i] if hasattr(model, 'windows') else None
-        x = layer.sublayers[0](x, lambda y: _cached_causal_attention(layer.self_attn, y, cache, i, positions, rotations, window, pad))
+        x = layer.sublayers[0](x, lambda y: _cached_causal_attention(
+            layer.self_attn, y, cache, i, positions, rotations, window, pad))
         x = layer.sublayers[1](x, layer.feed_forward)
     cache.length += tokens.size(1)
     return model.readout(x)                                                       # (B, T, V)
 
 # %% ../nbs/17a_sampling.ipynb #f0bed833
 @torch.no_grad()
-def generate(model: torch.nn.Module, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: Optional[int] = None,
-             top_p: Optional[float] = None, generator: Optional[Union[int, torch.Generator]] = None, use_cache: bool = True,
-             slide: bool = False, eos_id: Optional[Union[int, Sequence[int]]] = None, pad_id: Optional[int] = None,
-             repetition_penalty: float = 1.0, on_token: Optional[Callable[[torch.Tensor], None]] = None,
-             attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    "A GPT's continuation: the prompt ids (B, L) or (L,) and up to `max_new_tokens` sampled ids after it (`sample_next`; an int `generator` is a seed); past the context only if `slide`, reading the last `max_len` ids. A row ends at an id of `eos_id` (one or several) and is filled with `pad_id` (default: the first end id) until every row has ended, as `transformers`' `generate` does; `repetition_penalty` > 1 makes every id already in the row less likely, as in `transformers` (CTRL's penalty); `on_token` is called with each step's ids (B,) as they come, to stream them. Texts of different lengths go in one batch padded on the left, with `attention_mask` (B, L) 1 on their tokens and 0 on the padding, as in `transformers`: no text reads another's padding, and each counts its positions from its first token."
+def generate(
+    model: torch.nn.Module,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: Optional[int] = None,
+    top_p: Optional[float] = None,
+    generator: Optional[Union[int, torch.Generator]] = None,
+    use_cache: bool = True,
+    slide: bool = False,
+    eos_id: Optional[Union[int, Sequence[int]]] = None,
+    pad_id: Optional[int] = None,
+    repetition_penalty: float = 1.0,
+    on_token: Optional[Callable[[torch.Tensor], None]] = None,
+    attention_mask: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """A GPT's continuation: the prompt ids (B, L) or (L,) and up to `max_new_tokens` sampled
+    ids after it (`sample_next`; an int `generator` is a seed); past the context only if
+    `slide`, reading the last `max_len` ids. A row ends at an id of `eos_id` (one or several)
+    and is filled with `pad_id` (default: the first end id) until every row has ended, as
+    `transformers`' `generate` does; `repetition_penalty` > 1 makes every id already in the
+    row less likely, as in `transformers` (CTRL's penalty); `on_token` is called with each
+    step's ids (B,) as they come, to stream them. Texts of different lengths go in one batch
+    padded on the left, with `attention_mask` (B, L) 1 on their tokens and 0 on the padding,
+    as in `transformers`: no text reads another's padding, and each counts its positions from
+    its first token."""
     squeeze = prompt.dim() == 1
     prompt = prompt[None] if squeeze else prompt
-    if prompt.dim() != 2 or prompt.size(1) == 0: raise ValueError(f"the prompt must be token ids shaped (B, L) with L >= 1, got {tuple(prompt.shape)}")
+    if prompt.dim() != 2 or prompt.size(1) == 0:
+        raise ValueError("the prompt must be token ids shaped (B, L) with L >= 1, got "
+                         f"{tuple(prompt.shape)}")
     _check_positive_int('max_new_tokens', max_new_tokens)
     ends = [] if eos_id is None else [eos_id] if isinstance(eos_id, int) else list(eos_id)
     for e in ends + ([] if pad_id is None else [pad_id]):
-        if isinstance(e, bool) or not isinstance(e, int) or not 0 <= e < model.config.vocab_size:
-            raise ValueError(f"eos_id and pad_id must be token ids in [0, {model.config.vocab_size}), got {e!r}")
+        if isinstance(e,
+                      bool) or not isinstance(e, int) or not 0 <= e < model.config.vocab_size:
+            raise ValueError("eos_id and pad_id must be token ids in [0, "
+                             f"{model.config.vocab_size}), got {e!r}")
     if pad_id is None and ends: pad_id = ends[0]
     if not (isinstance(repetition_penalty, (int, float)) and repetition_penalty > 0):
-        raise ValueError(f"repetition_penalty must be a positive number (1: none), got {repetition_penalty!r}")
+        raise ValueError("repetition_penalty must be a positive number (1: none), got "
+                         f"{repetition_penalty!r}")
     cfg, L = model.config, prompt.size(1)
     _check_sampling(temperature, top_k, top_p, cfg.vocab_size)
     check_token_ids(prompt, cfg.vocab_size)
     if attention_mask is not None and squeeze: attention_mask = attention_mask[None]
     pad = None if attention_mask is None else left_padding(attention_mask, prompt)   # (B,)
-    if pad is not None and slide: raise ValueError("slide=True with an attention_mask: a padded batch generates within the context (max_len), without sliding")
-    if L > cfg.max_len: raise ValueError(f"the prompt has {L} tokens, more than the model reads (max_len={cfg.max_len}): shorten it")
+    if pad is not None and slide:
+        raise ValueError("slide=True with an attention_mask: a padded batch generates within "
+                         "the context (max_len), without sliding")
+    if L > cfg.max_len:
+        raise ValueError(f"the prompt has {L} tokens, more than the model reads "
+                         f"(max_len={cfg.max_len}): shorten it")
     if L + max_new_tokens > cfg.max_len and not slide:
-        raise ValueError(f"a prompt of {L} tokens and {max_new_tokens} new ones need {L + max_new_tokens} positions, but the model reads at most "
-                         f"max_len={cfg.max_len}: ask for at most {cfg.max_len - L} new tokens, or slide=True to read only the last {cfg.max_len}")
+        raise ValueError(f"a prompt of {L} tokens and {max_new_tokens} new ones need "
+                         f"{L + max_new_tokens} positions, but the model reads at most "
+                         f"max_len={cfg.max_len}: ask for at most {cfg.max_len - L} new "
+                         f"tokens, or slide=True to read only the last {cfg.max_len}")
     if isinstance(generator, int): generator = torch.Generator().manual_seed(generator)
     model.eval()
     ids = prompt.to(next(model.parameters()).device)
-    cache = KVCache(model, None, min(L + max_new_tokens, cfg.max_len), batch_size=ids.size(0)) if use_cache else None
+    cache = KVCache(model, None, min(L + max_new_tokens, cfg.max_len),
+                    batch_size=ids.size(0)) if use_cache else None
     if pad is not None: pad = pad.to(ids.device)
-    read = lambda x: model(x) if pad is None else model(x, torch.arange(x.size(1), device=x.device) >= pad[:, None])   # the whole text so far
-    logits = (gpt_decode_step(model, ids, cache, pad) if use_cache else read(ids))[:, -1]            # (B, V)
+    # the whole text so far
+    read = lambda x: model(x) if pad is None else model(
+        x,
+        torch.arange(x.size(1), device=x.device) >= pad[:, None])
+    # (B, V)
+    logits = (gpt_decode_step(model, ids, cache, pad) if use_cache else read(ids))[:, -1]
     scaling = cfg.rope_scaling if getattr(cfg, 'positions', None) == 'rope' else None
-    switch = scaling['original_max_position_embeddings'] if scaling and scaling.get('rope_type') == 'longrope' else None   # LongRoPE's n_0
-    done = torch.zeros(ids.size(0), dtype=torch.bool, device=ids.device)                              # rows that have ended
+    # LongRoPE's n_0
+    switch = scaling['original_max_position_embeddings'] if scaling and scaling.get(
+        'rope_type') == 'longrope' else None
+    done = torch.zeros(ids.size(0), dtype=torch.bool, device=ids.device)  # rows that have ended
     stop = torch.tensor(ends, dtype=ids.dtype, device=ids.device)
     for i in range(max_new_tokens):
-        if repetition_penalty != 1:                                                                    # the ids of each row so far
+        if repetition_penalty != 1:  # the ids of each row so far
             seen = logits.gather(1, ids)
-            logits = logits.scatter(1, ids, torch.where(seen < 0, seen * repetition_penalty, seen / repetition_penalty))
-        nxt = sample_next(logits, temperature, top_k, top_p, generator)                                # (B,)
+            logits = logits.scatter(
+                1, ids,
+                torch.where(seen < 0, seen * repetition_penalty, seen / repetition_penalty))
+        nxt = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
         if ends: nxt = nxt.masked_fill(done, pad_id); done |= torch.isin(nxt, stop)
         ids = torch.cat([ids, nxt[:, None]], 1)
         if on_token is not None: on_token(nxt)
-        if i == max_new_tokens - 1 or (ends and done.all()): break                                    # asked only with end ids: a wait on a GPU
-        if use_cache and switch is not None and cache.length <= switch < ids.size(1):   # past n_0: every key again with the long factors,
-            cache.length = 0                                                            # as transformers' Phi-3 recomputes its cache
+        # asked only with end ids: a wait on a GPU
+        if i == max_new_tokens - 1 or (ends and done.all()): break
+        if use_cache and switch is not None and cache.length <= switch < ids.size(1):
+            # past n_0: every key again with the long factors,
+            cache.length = 0  # as transformers' Phi-3 recomputes its cache
             logits = gpt_decode_step(model, ids, cache, pad)[:, -1]
-        elif use_cache and ids.size(1) <= cfg.max_len: logits = gpt_decode_step(model, nxt[:, None], cache, pad)[:, -1]
-        elif ids.size(1) <= cfg.max_len: logits = read(ids)[:, -1]                                 # no cache
-        else: logits = model(ids[:, -cfg.max_len:])[:, -1]   # past the context: the window of the last max_len ids
+        elif use_cache and ids.size(1) <= cfg.max_len:
+            logits = gpt_decode_step(model, nxt[:, None], cache, pad)[:, -1]
+        elif ids.size(1) <= cfg.max_len: logits = read(ids)[:, -1]  # no cache
+        # past the context: the window of the last max_len ids
+        else: logits = model(ids[:, -cfg.max_len:])[:, -1]
     out = ids.to(prompt.device)
     return out[0] if squeeze else out

@@ -28,34 +28,51 @@ SHAKESPEARE_SHA256 = {  # of the uncompressed texts, as tools/build_shakespeare.
 
 def _data_folder(folder: Optional[Union[str, Path]]) -> Path:
     "The folder holding the corpus: `folder`, or the package's own data folder."
-    return Path(folder) if folder is not None else Path(str(resources.files('transformer_tutorial') / 'data'))
+    return Path(folder) if folder is not None else Path(
+        str(resources.files('transformer_tutorial') / 'data'))
 
 def load_shakespeare(split: str = 'train', folder: Optional[Union[str, Path]] = None) -> str:
-    "The training ('train') or validation ('valid') plays as one string, read from the package and checked against its SHA-256."
-    if split not in SHAKESPEARE_SHA256: raise ValueError(f"split must be 'train' or 'valid', got {split!r}")
+    """The training ('train') or validation ('valid') plays as one string, read from the package
+    and checked against its SHA-256."""
+    if split not in SHAKESPEARE_SHA256:
+        raise ValueError(f"split must be 'train' or 'valid', got {split!r}")
     path = _data_folder(folder) / f'shakespeare_{split}.txt.gz'
-    if not path.is_file(): raise FileNotFoundError(f"{path} is missing: reinstall transformer_tutorial (or rebuild it with tools/build_shakespeare.py)")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: reinstall transformer_tutorial (or "
+                                "rebuild it with tools/build_shakespeare.py)")
     try: data = gzip.decompress(path.read_bytes())
     except (OSError, EOFError) as e: data, why = None, f"it is not a complete gzip file ({e})"
     else:
         digest = hashlib.sha256(data).hexdigest()
-        why = None if digest == SHAKESPEARE_SHA256[split] else f"its text has SHA-256 {digest}, expected {SHAKESPEARE_SHA256[split]}"
-    if why: raise ValueError(f"{path} is damaged: {why}; reinstall transformer_tutorial (or rebuild it with tools/build_shakespeare.py)")
+        why = None if digest == SHAKESPEARE_SHA256[
+            split] else f"its text has SHA-256 {digest}, expected {SHAKESPEARE_SHA256[split]}"
+    if why:
+        raise ValueError(f"{path} is damaged: {why}; reinstall transformer_tutorial (or "
+                         "rebuild it with tools/build_shakespeare.py)")
     return data.decode('ascii')
 
-def shakespeare_plays(split: str = 'train', folder: Optional[Union[str, Path]] = None) -> List[dict]:
-    "The plays of `split` as `shakespeare.json` records them: file, title, Gutenberg address, characters."
-    if split not in SHAKESPEARE_SHA256: raise ValueError(f"split must be 'train' or 'valid', got {split!r}")
-    return json.loads((_data_folder(folder) / 'shakespeare.json').read_text(encoding='utf-8'))['splits'][split]['plays']
+def shakespeare_plays(
+    split: str = 'train', folder: Optional[Union[str, Path]] = None
+) -> List[dict]:
+    """The plays of `split` as `shakespeare.json` records them: file, title, Gutenberg address,
+    characters."""
+    if split not in SHAKESPEARE_SHA256:
+        raise ValueError(f"split must be 'train' or 'valid', got {split!r}")
+    return json.loads((_data_folder(folder) / 'shakespeare.json').read_text(encoding='utf-8'))[
+        'splits'
+    ][split]['plays']
 
 # %% ../nbs/16_shakespeare.ipynb #9c7f8187
 class CharVocab:
-    "Characters as tokens: id i is the i-th of the sorted distinct characters of the text it was built from."
+    """Characters as tokens: id i is the i-th of the sorted distinct characters of the text it
+    was built from."""
     def __init__(self, text: str):
         self.chars = ''.join(sorted(set(text)))
-        if not self.chars: raise ValueError("a vocabulary needs at least one character, got an empty text")
+        if not self.chars:
+            raise ValueError("a vocabulary needs at least one character, got an empty text")
         points = torch.tensor([ord(c) for c in self.chars])
-        self._ids = torch.full((int(points.max()) + 1,), -1, dtype=torch.long)  # code point -> id, -1 outside the vocabulary
+        # code point -> id, -1 outside the vocabulary
+        self._ids = torch.full((int(points.max()) + 1,), -1, dtype=torch.long)
         self._ids[points] = torch.arange(len(self.chars))
 
     def __len__(self) -> int: return len(self.chars)
@@ -65,17 +82,22 @@ class CharVocab:
         unknown = sorted(set(text) - set(self.chars))
         if unknown:
             first = min(text.index(c) for c in unknown)
-            raise ValueError(f"{len(unknown)} character(s) outside the vocabulary of {len(self)}: {', '.join(map(repr, unknown))} "
-                             f"(the first at position {first}); the vocabulary holds the characters of the training text")
+            raise ValueError(f"{len(unknown)} character(s) outside the vocabulary of "
+                             f"{len(self)}: {', '.join(map(repr, unknown))} "
+                             f"(the first at position {first}); the vocabulary holds the "
+                             "characters of the training text")
         if not text: return torch.empty(0, dtype=torch.long)
-        points = torch.frombuffer(bytearray(text.encode('utf-32-le')), dtype=torch.int32).long()  # (L,) code points
+        # (L,) code points
+        points = torch.frombuffer(bytearray(text.encode('utf-32-le')), dtype=torch.int32).long()
         return self._ids[points]
 
     def decode(self, ids: Union[torch.Tensor, Sequence[int]]) -> str:
         "The text of token ids `ids`; a `ValueError` for an id outside 0..len-1."
         ids = torch.as_tensor(ids).flatten().tolist()
         bad = [i for i in ids if not 0 <= i < len(self)]
-        if bad: raise ValueError(f"token id {bad[0]} is outside the vocabulary: ids run from 0 to {len(self) - 1}")
+        if bad:
+            raise ValueError(f"token id {bad[0]} is outside the vocabulary: ids run from 0 "
+                             f"to {len(self) - 1}")
         return ''.join(self.chars[i] for i in ids)
 
     def to_dict(self) -> dict: return {'chars': self.chars}
@@ -84,27 +106,38 @@ class CharVocab:
     def from_dict(cls, d: dict) -> 'CharVocab': return cls(d['chars'])
 
 # %% ../nbs/16_shakespeare.ipynb #21e5eab3
-def ngram_model(ids: torch.Tensor, vocab_size: int, order: int = 2, alpha: float = 1.0) -> torch.Tensor:
-    "Log-probabilities `(V**(order-1), V)` of the next id given the `order`-1 before it (row: the context as a base-V number), counted on `ids`, add-`alpha` smoothed."
-    if order not in (1, 2, 3): raise ValueError(f"order must be 1, 2 or 3 (a table of V**order counts), got {order!r}")
-    if not alpha > 0: raise ValueError(f"alpha must be positive (zero leaves unseen n-grams impossible), got {alpha!r}")
+def ngram_model(ids: torch.Tensor, vocab_size: int, order: int = 2,
+                alpha: float = 1.0) -> torch.Tensor:
+    """Log-probabilities `(V**(order-1), V)` of the next id given the `order`-1 before it (row:
+    the context as a base-V number), counted on `ids`, add-`alpha` smoothed."""
+    if order not in (1, 2, 3):
+        raise ValueError(f"order must be 1, 2 or 3 (a table of V**order counts), got {order!r}")
+    if not alpha > 0:
+        raise ValueError("alpha must be positive (zero leaves unseen n-grams "
+                         f"impossible), got {alpha!r}")
     n = ids.numel() - order + 1
     if n < 1: raise ValueError(f"{ids.numel()} ids are too few to count {order}-grams")
-    index = sum(ids[k:k + n] * vocab_size ** (order - 1 - k) for k in range(order))           # (n,) each n-gram as a number
-    counts = torch.bincount(index, minlength=vocab_size ** order).double().view(-1, vocab_size) + alpha
-    return (counts / counts.sum(-1, keepdim=True)).log()                                     # (V**(order-1), V)
+    # (n,) each n-gram as a number
+    index = sum(ids[k:k + n] * vocab_size ** (order - 1 - k) for k in range(order))
+    counts = (
+        torch.bincount(index, minlength=vocab_size**order).double().view(-1, vocab_size) + alpha
+    )
+    return (counts / counts.sum(-1, keepdim=True)).log()  # (V**(order-1), V)
 
 def ngram_bits_per_char(log_probs: torch.Tensor, ids: torch.Tensor) -> float:
-    "Bits per character of `ids` under an `ngram_model`, scoring every id that has a full context (all but the first order-1)."
+    """Bits per character of `ids` under an `ngram_model`, scoring every id that has a full
+    context (all but the first order-1)."""
     vocab_size = log_probs.size(1)
     order = round(math.log(log_probs.size(0), vocab_size)) + 1 if log_probs.size(0) > 1 else 1
     n = ids.numel() - order + 1
-    context = sum(ids[k:k + n] * vocab_size ** (order - 2 - k) for k in range(order - 1)) if order > 1 else torch.zeros(n, dtype=torch.long)
+    context = sum(ids[k:k + n] * vocab_size**(order - 2 - k)
+                  for k in range(order - 1)) if order > 1 else torch.zeros(n, dtype=torch.long)
     return (-log_probs[context, ids[order - 1:]].mean() / math.log(2)).item()
 
 # %% ../nbs/16_shakespeare.ipynb #94ce9e68
 def _ngram_numbers(ids: torch.Tensor, k: int, vocab_size: int) -> torch.Tensor:
-    "Every k-gram of `ids` as one base-`vocab_size` number, the first id most significant: (len(ids) - k + 1,)."
+    """Every k-gram of `ids` as one base-`vocab_size` number, the first id most significant:
+    (len(ids) - k + 1,)."""
     n = ids.numel() - k + 1
     number = torch.zeros(n, dtype=torch.long)
     for j in range(k): number = number * vocab_size + ids[j:j + n]
@@ -117,43 +150,75 @@ def _lookup(keys: torch.Tensor, values: torch.Tensor, query: torch.Tensor) -> to
     return torch.where(keys[i] == query, values[i], torch.zeros((), dtype=values.dtype))
 
 class KneserNey:
-    "An interpolated Kneser-Ney model of the next id given the `order` - 1 before it, counted on `ids`: sparse counts, one discount per order."
+    """An interpolated Kneser-Ney model of the next id given the `order` - 1 before it, counted
+    on `ids`: sparse counts, one discount per order."""
     def __init__(self, ids: torch.Tensor, vocab_size: int, order: int):
         _check_positive_int('vocab_size', vocab_size)
-        if isinstance(order, bool) or not isinstance(order, int) or order < 1: raise ValueError(f"order must be a positive integer, got {order!r}")
+        if isinstance(order, bool) or not isinstance(order, int) or order < 1:
+            raise ValueError(f"order must be a positive integer, got {order!r}")
         if vocab_size ** order >= 2 ** 63:
-            raise ValueError(f"order {order} with {vocab_size} tokens: the {order}-gram numbers ({vocab_size}**{order}) do not fit in 64 bits; "
+            raise ValueError(f"order {order} with {vocab_size} tokens: the {order}-gram "
+                             f"numbers ({vocab_size}**{order}) do not fit in 64 bits; "
                              f"the highest order is {int(63 / math.log2(vocab_size))}")
         ids = torch.as_tensor(ids).long()
-        if ids.numel() < order: raise ValueError(f"{ids.numel()} ids are too few to count {order}-grams")
-        self.vocab_size, self.order, self.levels = vocab_size, order, []   # levels[k - 1]: the counts of order k
-        numbers, counts = torch.unique(_ngram_numbers(ids, order, vocab_size), return_counts=True)   # the highest order: occurrences
+        if ids.numel() < order:
+            raise ValueError(f"{ids.numel()} ids are too few to count {order}-grams")
+        # levels[k - 1]: the counts of order k
+        self.vocab_size, self.order, self.levels = vocab_size, order, []
+        # the highest order: occurrences
+        numbers, counts = torch.unique(_ngram_numbers(ids, order, vocab_size),
+                                       return_counts=True)
         for k in range(order, 0, -1):
-            context, which = torch.unique_consecutive(numbers // vocab_size, return_inverse=True)   # sorted numbers: contexts grouped
+            # sorted numbers: contexts grouped
+            context, which = torch.unique_consecutive(numbers // vocab_size,
+                                                      return_inverse=True)
             n1, n2 = (counts == 1).sum().item(), (counts == 2).sum().item()
-            self.levels.insert(0, dict(numbers=numbers, counts=counts, context=context, discount=n1 / (n1 + 2 * n2) if n1 else 0.5,
-                                       total=torch.zeros(len(context), dtype=torch.long).index_add_(0, which, counts),   # c(h .)
-                                       types=torch.bincount(which, minlength=len(context))))                             # N1+(h .)
-            if k > 1:   # the order below counts continuations: after how many different ids each of its k-1-grams came
-                numbers, counts = torch.unique(numbers % vocab_size ** (k - 1), return_counts=True)
+            # N1+(h .)
+            self.levels.insert(
+                0,
+                dict(
+                    numbers=numbers,
+                    counts=counts,
+                    context=context,
+                    discount=n1 / (n1 + 2 * n2) if n1 else 0.5,
+                    # c(h .)
+                    total=torch.zeros(len(context),
+                                      dtype=torch.long).index_add_(0, which, counts),
+                    types=torch.bincount(which, minlength=len(context))))
+            if k > 1:
+                # the order below counts continuations: after how many different ids each of its
+                # k-1-grams came
+                numbers, counts = torch.unique(numbers % vocab_size**(k - 1),
+                                               return_counts=True)
 
-    def probs(self, history: torch.Tensor, targets: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
-        "p(target | history) (M,): `history` (M, order - 1) the ids before each target, nearest last, of which the last `known` (M,) are real."
-        V, p = self.vocab_size, torch.full(targets.shape, 1.0 / self.vocab_size, dtype=torch.float64)   # p_0: uniform
+    def probs(self, history: torch.Tensor, targets: torch.Tensor,
+              known: torch.Tensor) -> torch.Tensor:
+        """p(target | history) (M,): `history` (M, order - 1) the ids before each target,
+        nearest last, of which the last `known` (M,) are real."""
+        # p_0: uniform
+        V, p = self.vocab_size, torch.full(targets.shape, 1.0 / self.vocab_size,
+                                           dtype=torch.float64)
         context = torch.zeros_like(targets)
         for k, level in enumerate(self.levels, start=1):
-            if k > 1: context = context + history[:, -(k - 1)] * V ** (k - 2)       # one id further back, as the leading digit
+            # one id further back, as the leading digit
+            if k > 1: context = context + history[:, -(k - 1)] * V ** (k - 2)
             total = _lookup(level['context'], level['total'], context).double()
             types = _lookup(level['context'], level['types'], context).double()
-            c, d = _lookup(level['numbers'], level['counts'], context * V + targets).double(), level['discount']
+            c, d = (
+                _lookup(level['numbers'], level['counts'], context * V + targets).double(),
+                level['discount'],
+            )
             mixed = ((c - d).clamp(min=0) + d * types * p) / total.clamp(min=1)
-            p = torch.where((known >= k - 1) & (total > 0), mixed, p)                   # an unseen context keeps the lower order
+            # an unseen context keeps the lower order
+            p = torch.where((known >= k - 1) & (total > 0), mixed, p)
         return p
 
     def log_probs(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        "ln p(ids[t] | the order - 1 ids before t) (M,) for each t of `positions` (t >= 1; near the start, the ids there are)."
+        """ln p(ids[t] | the order - 1 ids before t) (M,) for each t of `positions` (t >= 1;
+        near the start, the ids there are)."""
         ids, K = torch.as_tensor(ids).long(), self.order - 1
-        before = ids[(positions[:, None] + torch.arange(-K, 0)).clamp(min=0)]            # (M, K), nearest last
+        # (M, K), nearest last
+        before = ids[(positions[:, None] + torch.arange(-K, 0)).clamp(min=0)]
         return self.probs(before, ids[positions], positions.clamp(max=K)).log()
 
     def next_probs(self, before: torch.Tensor) -> torch.Tensor:
@@ -162,116 +227,178 @@ class KneserNey:
         before = before[len(before) - K:] if K else before[:0]
         history = torch.zeros(self.vocab_size, K, dtype=torch.long)
         if len(before): history[:, K - len(before):] = before
-        return self.probs(history, torch.arange(self.vocab_size), torch.full((self.vocab_size,), len(before)))
+        return self.probs(history, torch.arange(self.vocab_size),
+                          torch.full((self.vocab_size, ), len(before)))
 
 # %% ../nbs/16_shakespeare.ipynb #67d77e1f
-def eval_windows(length: int, context: int, n: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-    "Windows of `context` ids over a text of `length` ids for scoring next-id predictions: (starts (W,), firsts (W,)); window w reads ids starts[w] .. starts[w] + context - 1 and scores its predictions j >= firsts[w] (of id starts[w] + j + 1), each with at least context // 2 ids before it; n=None: every id after the first, each once; else n evenly spaced windows."
+def eval_windows(length: int, context: int,
+                 n: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Windows of `context` ids over a text of `length` ids for scoring next-id predictions:
+    (starts (W,), firsts (W,)); window w reads ids starts[w] .. starts[w] + context - 1 and
+    scores its predictions j >= firsts[w] (of id starts[w] + j + 1), each with at least context
+    // 2 ids before it; n=None: every id after the first, each once; else n evenly spaced
+    windows."""
     _check_positive_int('context', context)
-    if length < context + 1: raise ValueError(f"a text of {length} ids is too short for windows of context={context}: it needs at least {context + 1}")
+    if length < context + 1:
+        raise ValueError(f"a text of {length} ids is too short for windows of "
+                         f"context={context}: it needs at least {context + 1}")
     last, half = length - 1 - context, context // 2
     if n is not None:
         _check_positive_int('n', n)
         return torch.linspace(0, last, n).round().long(), torch.full((n,), half)
     starts = list(range(0, last, context - half)) + [last]
-    scored_to = [0] + [s + context for s in starts[:-1]]                # the last id the windows before each one scored
-    return torch.tensor(starts), torch.tensor([max(0, t - s) for s, t in zip(starts, scored_to)])
+    # the last id the windows before each one scored
+    scored_to = [0] + [s + context for s in starts[:-1]]
+    return torch.tensor(starts), torch.tensor(
+        [max(0, t - s) for s, t in zip(starts, scored_to)])
 
 def scored_positions(starts: torch.Tensor, firsts: torch.Tensor, context: int) -> torch.Tensor:
     "The ids (their positions in the text) that `eval_windows`' windows score, in order."
-    return torch.cat([torch.arange(s + 1 + f, s + 1 + context) for s, f in zip(starts.tolist(), firsts.tolist())])
+    return torch.cat([
+        torch.arange(s + 1 + f, s + 1 + context)
+        for s, f in zip(starts.tolist(), firsts.tolist())
+    ])
 
 # %% ../nbs/16_shakespeare.ipynb #eeeb3030
 class ShakespeareTask(Task):
-    "Next-token prediction on windows of `context` tokens of the training plays (characters, or a `tokenizer`'s tokens: chapter 16a), scored on the validation plays by `eval_windows`."
+    """Next-token prediction on windows of `context` tokens of the training plays (characters,
+    or a `tokenizer`'s tokens: chapter 16a), scored on the validation plays by
+    `eval_windows`."""
     name = 'shakespeare'
     pad_id = -1          # no target is padding: every character is scored
     fixed_shapes = True  # every batch is (batch_size, context)
 
-    def __init__(self, context: int = 128, chars: Optional[str] = None, tokenizer=None, block: Optional[dict] = None):
+    def __init__(self, context: int = 128, chars: Optional[str] = None, tokenizer=None,
+                 block: Optional[dict] = None):
         _check_positive_int('context', context)
-        if tokenizer is not None and chars is not None: raise ValueError("give chars (a character vocabulary) or tokenizer, not both")
+        if tokenizer is not None and chars is not None:
+            raise ValueError("give chars (a character vocabulary) or tokenizer, not both")
         self.context, self.tokenizer = context, tokenizer
-        self.block = dict(block or {})   # the GPT's choices beyond its sizes (chapter 17c's LLAMA_BLOCK, say); {}: GPT-2's block
-        self.vocab = tokenizer if tokenizer is not None else CharVocab(chars if chars is not None else load_shakespeare('train'))  # recorded in a model folder
+        # the GPT's choices beyond its sizes (chapter 17c's LLAMA_BLOCK, say); {}: GPT-2's block
+        self.block = dict(block or {})
+        # recorded in a model folder
+        self.vocab = tokenizer if tokenizer is not None else CharVocab(
+            chars if chars is not None else load_shakespeare('train'))
         self.src_vocab_size = self.tgt_vocab_size = len(self.vocab)
         self.max_src_len = self.max_tgt_len = context
 
-    def _encode(self, text: str) -> torch.Tensor: return torch.as_tensor(self.vocab.encode(text), dtype=torch.long)   # (L,)
+    # (L,)
+    def _encode(self, text: str) -> torch.Tensor:
+        return torch.as_tensor(self.vocab.encode(text), dtype=torch.long)
 
     @cached_property
-    def train_ids(self) -> torch.Tensor: return self._encode(load_shakespeare('train'))  # (4.4M,) characters, fewer tokens
+    # (4.4M,) characters, fewer tokens
+    def train_ids(self) -> torch.Tensor: return self._encode(load_shakespeare('train'))
 
     @cached_property
-    def valid_ids(self) -> torch.Tensor: return self._encode(load_shakespeare('valid'))  # (0.46M,) characters, fewer tokens
+    # (0.46M,) characters, fewer tokens
+    def valid_ids(self) -> torch.Tensor: return self._encode(load_shakespeare('valid'))
 
     @cached_property
     def token_chars(self) -> torch.Tensor:
-        "How many characters each token holds (V,): 1 each for characters; a tokenizer's `token_chars`."
+        """How many characters each token holds (V,): 1 each for characters; a tokenizer's
+        `token_chars`."""
         if self.tokenizer is None: return torch.ones(len(self.vocab), dtype=torch.long)
         counts = self.tokenizer.token_chars()
         return torch.tensor([counts[i] for i in range(len(self.vocab))])
 
     def _windows(self, ids, starts):
-        "Inputs and next-character targets (B, context) of the windows of `ids` that begin at `starts` (B,)."
+        """Inputs and next-character targets (B, context) of the windows of `ids` that begin at
+        `starts` (B,)."""
         w = ids[starts[:, None] + torch.arange(self.context + 1)]    # (B, context + 1)
         return w[:, :-1], w[:, 1:]
 
-    def sample(self, batch_size: int, generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    def sample(
+            self, batch_size: int,
+            generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         "Windows at random places of the training plays: inputs and targets (B, context)."
-        return self._windows(self.train_ids, torch.randint(0, len(self.train_ids) - self.context, (batch_size,), generator=generator))
+        return self._windows(
+            self.train_ids,
+            torch.randint(0,
+                          len(self.train_ids) - self.context, (batch_size, ),
+                          generator=generator))
 
     def batches(self, batch_size: int, seed: int = 0):
-        "A `next_batch()` of `LMBatch`es from its own seeded generator (at `next_batch.generator`)."
+        """A `next_batch()` of `LMBatch`es from its own seeded generator (at
+        `next_batch.generator`)."""
         g = torch.Generator().manual_seed(seed)
         def next_batch(): return LMBatch(*self.sample(batch_size, g))
         next_batch.generator = g
         return next_batch
 
-    def make_model(self, seed: int = 0, d_model: int = 128, num_heads: int = 4, num_layers: int = 4, d_ff: int = 512) -> nn.Module:
-        "A dropout-free `GPT` (chapter 17) reading `context` tokens, with the task's `block` choices, initialized from `seed` without touching the global RNG."
+    def make_model(self, seed: int = 0, d_model: int = 128, num_heads: int = 4,
+                   num_layers: int = 4, d_ff: int = 512) -> nn.Module:
+        """A dropout-free `GPT` (chapter 17) reading `context` tokens, with the task's `block`
+        choices, initialized from `seed` without touching the global RNG."""
         from transformer_tutorial.gpt import GPT
         with keep_rng(seed):
-            return GPT(len(self.vocab), self.context, d_model, num_heads, num_layers, d_ff, **self.block)
+            return GPT(len(self.vocab), self.context, d_model, num_heads, num_layers, d_ff,
+                       **self.block)
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, n: Optional[int] = 1000, batch_size: int = 64) -> dict:
-        "Mean cross-entropy on the validation plays by `eval_windows` (`n` evenly spaced windows, or None: every token after the first): 'loss' in nats per token, 'bits_per_char' over the characters the scored tokens hold."
+        """Mean cross-entropy on the validation plays by `eval_windows` (`n` evenly spaced
+        windows, or None: every token after the first): 'loss' in nats per token,
+        'bits_per_char' over the characters the scored tokens hold."""
         model.eval()
         starts, firsts = eval_windows(len(self.valid_ids), self.context, n)
         device, total, count, chars = next(model.parameters()).device, 0.0, 0, 0
         for i in range(0, len(starts), batch_size):
             x, y = self._windows(self.valid_ids, starts[i:i + batch_size])
-            scored = torch.arange(self.context)[None] >= firsts[i:i + batch_size, None]    # (b, context): the positions each window scores
-            loss = F.cross_entropy(model(x.to(device)).float().flatten(0, 1), y.to(device).flatten(), reduction='none')
+            # (b, context): the positions each window scores
+            scored = torch.arange(self.context)[None] >= firsts[i:i + batch_size, None]
+            loss = F.cross_entropy(
+                model(x.to(device)).float().flatten(0, 1),
+                y.to(device).flatten(), reduction='none')
             total += loss[scored.flatten().to(device)].sum().item(); count += int(scored.sum())
             chars += int(self.token_chars[y[scored]].sum())
-        return {'loss': total / count, 'bits_per_char': total / chars / math.log(2), 'n': len(starts), 'chars': chars, 'tokens': count}
+        return {
+            'loss': total / count, 'bits_per_char': total / chars / math.log(2),
+            'n': len(starts), 'chars': chars, 'tokens': count
+        }
 
     def solved(self, metrics: dict) -> bool: return False
 
     def describe(self, metrics: dict) -> str:
-        if self.tokenizer is None: return f"validation loss {metrics['loss']:.4f} nats per character ({metrics['bits_per_char']:.3f} bits)"
-        return f"validation loss {metrics['loss']:.4f} nats per token, {metrics['bits_per_char']:.3f} bits per character"
+        if self.tokenizer is None:
+            return (
+                f"validation loss {metrics['loss']:.4f} nats per character"
+                f" ({metrics['bits_per_char']:.3f} bits)"
+            )
+        return (
+            f"validation loss {metrics['loss']:.4f} nats per token,"
+            f" {metrics['bits_per_char']:.3f} bits per character"
+        )
 
     def to_dict(self) -> dict:
         block = {'block': self.block} if self.block else {}
-        if self.tokenizer is None: return {'name': self.name, 'context': self.context, 'chars': self.vocab.chars, **block}
-        return {'name': self.name, 'context': self.context, 'tokenizer': self.tokenizer.to_dict(), **block}
+        if self.tokenizer is None:
+            return {
+                'name': self.name, 'context': self.context, 'chars': self.vocab.chars, **block
+            }
+        return {
+            'name': self.name, 'context': self.context, 'tokenizer': self.tokenizer.to_dict(),
+            **block
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> 'ShakespeareTask':
         "The task `to_dict` described, its tokenizer rebuilt."
         if 'tokenizer' not in d: return cls(d['context'], d.get('chars'), block=d.get('block'))
         from transformer_tutorial.tokenizer import BPETokenizer
-        return cls(d['context'], tokenizer=BPETokenizer.from_dict(d['tokenizer']), block=d.get('block'))
+        return cls(d['context'], tokenizer=BPETokenizer.from_dict(d['tokenizer']),
+                   block=d.get('block'))
 
     def encode(self, text: str) -> torch.Tensor:
-        "Ids (1, L) of a prompt; a `ValueError` for an empty one or a character outside the vocabulary."
-        if not text: raise ValueError("the prompt is empty: give at least one character to continue, e.g. 'ROMEO:'")
+        """Ids (1, L) of a prompt; a `ValueError` for an empty one or a character outside the
+        vocabulary."""
+        if not text:
+            raise ValueError("the prompt is empty: give at least one character to "
+                             "continue, e.g. 'ROMEO:'")
         return self._encode(text)[None]
 
-    def decode(self, ids) -> str: return self.vocab.decode(torch.as_tensor(ids).flatten().tolist())
+    def decode(self, ids) -> str:
+        return self.vocab.decode(torch.as_tensor(ids).flatten().tolist())
 
     def token_label(self, t: int) -> str:
         "A visible label of token `t` for pictures: '␣' for a space, '\n' for a newline."

@@ -22,23 +22,38 @@ from .multi_head import MultiHeadAttention
 from .model import Transformer
 
 # %% ../nbs/10_training.ipynb #4bdaba95
-def _mps_available(): return getattr(torch.backends, 'mps', None) is not None and torch.backends.mps.is_available()
+def _mps_available():
+    return (
+        getattr(torch.backends, 'mps', None) is not None and torch.backends.mps.is_available()
+    )
 
 def select_device(device: Optional[Union[str, torch.device]] = None) -> torch.device:
     "The given device (checked: it must exist on this machine), else cuda, then mps, then cpu."
     if device is None:
-        return torch.device('cuda' if torch.cuda.is_available() else 'mps' if _mps_available() else 'cpu')
+        return torch.device(
+            'cuda' if torch.cuda.is_available() else 'mps' if _mps_available() else 'cpu')
     try: device = torch.device(device)
-    except (RuntimeError, TypeError): raise ValueError(f"unknown device {device!r}: expected cpu, cuda, cuda:N or mps") from None
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"unknown device {device!r}: expected cpu, cuda, cuda:N or mps") from None
     if device.type == 'cuda' and not torch.cuda.is_available():
-        raise ValueError(f"device {str(device)!r} asked for, but this PyTorch sees no CUDA GPU (torch.cuda.is_available() "
-                         "is False): use 'cpu', or leave the device out to pick the best available")
-    if device.type == 'cuda' and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ValueError(f"device {str(device)!r} asked for, but there are only {torch.cuda.device_count()} CUDA devices")
+        raise ValueError(f"device {str(device)!r} asked for, but this PyTorch sees no CUDA GPU "
+                         "(torch.cuda.is_available() "
+                         "is False): use 'cpu', or leave the device out to pick "
+                         "the best available")
+    if (
+        device.type == 'cuda'
+        and device.index is not None
+        and device.index >= torch.cuda.device_count()
+    ):
+        raise ValueError(f"device {str(device)!r} asked for, but there are only "
+                         f"{torch.cuda.device_count()} CUDA devices")
     if device.type == 'mps' and not _mps_available():
-        raise ValueError("device 'mps' asked for, but Apple's MPS backend is not available here: use 'cpu'")
+        raise ValueError("device 'mps' asked for, but Apple's MPS backend is not "
+                         "available here: use 'cpu'")
     if device.type not in ('cpu', 'cuda', 'mps'):
-        raise ValueError(f"device {str(device)!r} is not supported by this course: expected cpu, cuda, cuda:N or mps")
+        raise ValueError(f"device {str(device)!r} is not supported by this course: expected "
+                         "cpu, cuda, cuda:N or mps")
     return device
 
 # %% ../nbs/10_training.ipynb #0b918507
@@ -48,14 +63,21 @@ def shift_right(tgt: torch.Tensor, start_id: int) -> torch.Tensor:
     return torch.cat([start, tgt[:, :-1]], dim=1)  # (B, Lt)
 
 def _to(t: torch.Tensor, device) -> torch.Tensor:
-    "`t` on `device`; a copy from the CPU to a GPU is queued without waiting for the GPU to finish its work (safe from any CPU memory)."
-    return t.to(device, non_blocking=t.device.type == 'cpu' and torch.device(device).type == 'cuda')
+    """`t` on `device`; a copy from the CPU to a GPU is queued without waiting for the GPU to
+    finish its work (safe from any CPU memory)."""
+    return t.to(device, non_blocking=t.device.type == 'cpu'
+                and torch.device(device).type == 'cuda')
 
 @dataclass
 class Batch:
     "One training batch: source, decoder input, labels and both masks."
-    src: torch.Tensor; tgt_in: torch.Tensor; tgt_out: torch.Tensor; src_mask: torch.Tensor; tgt_mask: torch.Tensor
-    def to(self, device: Union[str, torch.device]) -> 'Batch': return Batch(*(_to(getattr(self, f), device) for f in self.__dataclass_fields__))
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    src_mask: torch.Tensor
+    tgt_mask: torch.Tensor
+    def to(self, device: Union[str, torch.device]) -> 'Batch':
+        return Batch(*(_to(getattr(self, f), device) for f in self.__dataclass_fields__))
     @property
     def targets(self) -> torch.Tensor: return self.tgt_out  # what the loss scores, (B, Lt)
     def logits(self, model: nn.Module) -> torch.Tensor:
@@ -63,26 +85,31 @@ class Batch:
         return model(self.src, self.tgt_in, self.src_mask, self.tgt_mask)
 
 def make_batch(src: torch.Tensor, tgt: torch.Tensor, pad_id: int, start_id: int) -> Batch:
-    "Build a `Batch` from padded source ids (B, Ls) and target ids (B, Lt) that end with the end token."
+    """Build a `Batch` from padded source ids (B, Ls) and target ids (B, Lt) that end with the
+    end token."""
     tgt_in = shift_right(tgt, start_id)
     return Batch(src, tgt_in, tgt, padding_mask(src, pad_id), target_mask(tgt_in, pad_id))
 
 # %% ../nbs/10_training.ipynb #1cfeeba4
-PAD, START, END = 0, 1, 2  # the special tokens of every task in this course; data tokens start at 3
+# the special tokens of every task in this course; data tokens start at 3
+PAD, START, END = 0, 1, 2
 
 # %% ../nbs/10_training.ipynb #8c51d030
 @dataclass
 class LMBatch:
-    "A language model's batch: token ids (B, L) and, at each position, the id that comes next (B, L)."
+    """A language model's batch: token ids (B, L) and, at each position, the id that comes next
+    (B, L)."""
     inputs: torch.Tensor; targets: torch.Tensor
-    def to(self, device: Union[str, torch.device]) -> 'LMBatch': return LMBatch(_to(self.inputs, device), _to(self.targets, device))
+    def to(self, device: Union[str, torch.device]) -> 'LMBatch':
+        return LMBatch(_to(self.inputs, device), _to(self.targets, device))
     def logits(self, model: nn.Module) -> torch.Tensor:
         "The decoder-only model's logits (B, L, V): it reads the inputs alone."
         return model(self.inputs)
 
 # %% ../nbs/10_training.ipynb #975976ca
 class Task(ABC):
-    "What the training loop, evaluation, model files and the command line need from a task (see the list above)."
+    """What the training loop, evaluation, model files and the command line need from a task
+    (see the list above)."""
     name: str            # what `transformer-tutorial train --task` calls it
     src_vocab_size: int  # vocabularies, PAD, START and END included
     tgt_vocab_size: int
@@ -90,15 +117,22 @@ class Task(ABC):
     max_tgt_len: int
 
     @abstractmethod
-    def sample(self, batch_size: int, generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-        "Training pairs: padded source ids (B, Ls) and target ids (B, Lt), each target ending with END."
+    def sample(
+            self, batch_size: int,
+            generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Training pairs: padded source ids (B, Ls) and target ids (B, Lt), each target ending
+        with END."""
 
-    def heldout_sample(self, batch_size: int, generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-        "Pairs to evaluate on: like `sample`, told apart by the generator's seed, unless the task keeps some out of training."
+    def heldout_sample(
+            self, batch_size: int,
+            generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Pairs to evaluate on: like `sample`, told apart by the generator's seed, unless the
+        task keeps some out of training."""
         return self.sample(batch_size, generator)
 
     def batches(self, batch_size: int, seed: int = 0) -> Callable[[], 'Batch']:
-        "A `next_batch()` function yielding training `Batch`es from its own seeded generator (at `next_batch.generator`)."
+        """A `next_batch()` function yielding training `Batch`es from its own seeded generator
+        (at `next_batch.generator`)."""
         g = torch.Generator().manual_seed(seed)
         def next_batch(): return make_batch(*self.sample(batch_size, g), PAD, START)
         next_batch.generator = g  # saved in checkpoints for an exact resume
@@ -106,7 +140,8 @@ class Task(ABC):
 
     @abstractmethod
     def to_dict(self) -> dict:
-        "What a model folder records about the task (its config.json's 'task'): a 'name' and the task's arguments."
+        """What a model folder records about the task (its config.json's 'task'): a 'name' and
+        the task's arguments."""
 
     @classmethod
     def from_dict(cls, d: dict) -> 'Task':
@@ -115,7 +150,8 @@ class Task(ABC):
 
     @abstractmethod
     def encode(self, text: str) -> torch.Tensor:
-        "Source ids (1, Ls) of what a person typed; a `ValueError` that names the problem and what is allowed."
+        """Source ids (1, Ls) of what a person typed; a `ValueError` that names the problem and
+        what is allowed."""
 
     @abstractmethod
     def decode(self, ids: List[int]) -> str:
@@ -126,7 +162,8 @@ class Task(ABC):
         return {PAD: 'pad', START: '<s>', END: '</s>'}.get(t) or self.decode([t])
 
     def example(self) -> Tuple[torch.Tensor, List[str]]:
-        "One long source (1, Ls) and a label per position, for pictures: the longest of 64 held-out sources."
+        """One long source (1, Ls) and a label per position, for pictures: the longest of 64
+        held-out sources."""
         src, _ = self.heldout_sample(64, torch.Generator().manual_seed(0))
         src = src[(src != PAD).sum(1).argmax()][None]
         return src, [str(t) for t in src[0].tolist() if t != PAD]
@@ -135,17 +172,25 @@ class Task(ABC):
         "How many tokens to generate for source ids `src` (B, Ls): the longest target."
         return self.max_tgt_len
 
-    pad_id: int = PAD  # the target id the loss ignores; a task whose targets are never padding sets one no token has (-1)
-    fixed_shapes: bool = False  # True: every training batch has the same shapes, so a CUDA graph recorded once can replay each step (chapter 20)
+    # the target id the loss ignores; a task whose targets are never padding sets one no token
+    # has (-1)
+    pad_id: int = PAD
+    # True: every training batch has the same shapes, so a CUDA graph recorded once can replay
+    # each step (chapter 20)
+    fixed_shapes: bool = False
 
-    def make_model(self, seed: int = 0, d_model: int = 64, num_heads: int = 4, num_layers: int = 1, d_ff: int = 128) -> nn.Module:
-        "A dropout-free model sized for the task, initialized from `seed` without touching the global RNG: here the encoder-decoder `Transformer`."
+    def make_model(self, seed: int = 0, d_model: int = 64, num_heads: int = 4,
+                   num_layers: int = 1, d_ff: int = 128) -> nn.Module:
+        """A dropout-free model sized for the task, initialized from `seed` without touching the
+        global RNG: here the encoder-decoder `Transformer`."""
         with keep_rng(seed):
-            return Transformer(self.src_vocab_size, self.tgt_vocab_size, d_model=d_model, num_heads=num_heads, num_layers=num_layers,
-                               d_ff=d_ff, dropout=0.0, max_len=max(64, self.max_src_len, self.max_tgt_len))
+            return Transformer(self.src_vocab_size, self.tgt_vocab_size, d_model=d_model,
+                               num_heads=num_heads, num_layers=num_layers, d_ff=d_ff,
+                               dropout=0.0, max_len=max(64, self.max_src_len, self.max_tgt_len))
 
     def evaluate(self, model: nn.Module, n: int) -> Optional[dict]:
-        "Held-out metrics of `model` on `n` examples; None (here) leaves them to the next chapter's `evaluate`, greedy decoding's exact match."
+        """Held-out metrics of `model` on `n` examples; None (here) leaves them to the next
+        chapter's `evaluate`, greedy decoding's exact match."""
         return None
 
     def solved(self, metrics: dict) -> bool:
@@ -154,80 +199,112 @@ class Task(ABC):
 
     def describe(self, metrics: dict) -> str:
         "The held-out metrics in words, for the training log."
-        return f"held-out exact match {metrics['exact_match']:.1%}, token accuracy {metrics['token_accuracy']:.2%}"
+        return (
+            f"held-out exact match {metrics['exact_match']:.1%}, token accuracy"
+            f" {metrics['token_accuracy']:.2%}"
+        )
 
 # %% ../nbs/10_training.ipynb #0c60b952
-def sequence_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, label_smoothing: float = 0.0) -> torch.Tensor:
+def sequence_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int,
+                  label_smoothing: float = 0.0) -> torch.Tensor:
     "Mean cross-entropy over non-pad target tokens; `logits` (B, L, V), `target` (B, L)."
     if logits.shape[:2] != target.shape:
-        raise ValueError(f"logits (B, L, V) and target (B, L) disagree: {tuple(logits.shape)} vs {tuple(target.shape)}")
-    return F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=pad_id, label_smoothing=label_smoothing)
+        raise ValueError(f"logits (B, L, V) and target (B, L) disagree: {tuple(logits.shape)} "
+                         f"vs {tuple(target.shape)}")
+    return F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=pad_id,
+                           label_smoothing=label_smoothing)
 
 # %% ../nbs/10_training.ipynb #bb522811
-def warmup_inverse_sqrt(warmup: int, total: Optional[int] = None, cooldown: float = 0.0, floor: float = 0.0) -> Callable[[int], float]:
-    "LR factor: linear warmup to 1 at step `warmup`, then 1/√step decay; optionally a linear cooldown over the last `cooldown` fraction of `total` steps, down to `floor` times the decay, which then stays."
+def warmup_inverse_sqrt(warmup: int, total: Optional[int] = None, cooldown: float = 0.0,
+                        floor: float = 0.0) -> Callable[[int], float]:
+    """LR factor: linear warmup to 1 at step `warmup`, then 1/√step decay; optionally a linear
+    cooldown over the last `cooldown` fraction of `total` steps, down to `floor` times the
+    decay, which then stays."""
     if warmup < 1: raise ValueError(f"warmup must be at least 1 step, got {warmup}")
-    if cooldown and not total: raise ValueError("a cooldown needs the total number of steps (total=...)")
+    if cooldown and not total:
+        raise ValueError("a cooldown needs the total number of steps (total=...)")
     if not 0 <= floor < 1: raise ValueError(f"floor must be in [0, 1), got {floor}")
     n_cool = max(1, round(cooldown * total)) if cooldown else 0
     def factor(step):
         s = step + 1  # LambdaLR calls with 0 before the first step
         f = min(s / warmup, math.sqrt(warmup / s))
-        if n_cool: f *= max(floor, min(1.0, (total - step) / n_cool))  # 1 until the cooldown, then linearly down to `floor`
+        # 1 until the cooldown, then linearly down to `floor`
+        if n_cool: f *= max(floor, min(1.0, (total - step) / n_cool))
         return f
     return factor
 
 # %% ../nbs/10_training.ipynb #ae94c3a0
 def warmup_cosine(warmup: int, total: int, floor: float = 0.1) -> Callable[[int], float]:
-    "LR factor: linear warmup to 1 at step `warmup`, then half a cosine down to `floor` at step `total`, where it stays."
+    """LR factor: linear warmup to 1 at step `warmup`, then half a cosine down to `floor` at
+    step `total`, where it stays."""
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
         raise ValueError(f"warmup must be a whole number of steps, at least 1, got {warmup!r}")
     if isinstance(total, bool) or not isinstance(total, int) or total < warmup:
-        raise ValueError(f"total must be a whole number of steps, at least the warmup ({warmup}), got {total!r}")
+        raise ValueError("total must be a whole number of steps, at least the warmup "
+                         f"({warmup}), got {total!r}")
     if not 0 <= floor < 1: raise ValueError(f"floor must be in [0, 1), got {floor}")
     def factor(step):
-        s = step + 1                                          # LambdaLR calls with 0 before the first step
+        s = step + 1  # LambdaLR calls with 0 before the first step
         if s <= warmup: return s / warmup
-        progress = min(1.0, (s - warmup) / max(1, total - warmup))  # 0 at the peak, 1 at `total` and after
+        # 0 at the peak, 1 at `total` and after
+        progress = min(1.0, (s - warmup) / max(1, total - warmup))
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
     return factor
 
 _SCHEDULES = ('inverse_sqrt', 'cosine')
 
-def make_optimizer(model: nn.Module, lr: float, warmup: int, weight_decay: float = 0.0, total: Optional[int] = None, cooldown: float = 0.0,
-                   floor: float = 0.0, schedule: str = 'inverse_sqrt') -> Tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    "AdamW with the paper's betas and eps, and a `LambdaLR` schedule: 'inverse_sqrt' (`warmup_inverse_sqrt`) or 'cosine' (`warmup_cosine` to `floor` at `total`)."
-    if schedule not in _SCHEDULES: raise ValueError(f"schedule must be one of {', '.join(map(repr, _SCHEDULES))}, got {schedule!r}")
-    if schedule == 'cosine' and cooldown: raise ValueError("cooldown is for the inverse-sqrt schedule; the cosine ends at `floor` by itself")
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=weight_decay)
-    f = warmup_cosine(warmup, total, floor) if schedule == 'cosine' else warmup_inverse_sqrt(warmup, total, cooldown, floor)
+def make_optimizer(
+    model: nn.Module, lr: float, warmup: int, weight_decay: float = 0.0,
+    total: Optional[int] = None, cooldown: float = 0.0, floor: float = 0.0,
+    schedule: str = 'inverse_sqrt'
+) -> Tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW with the paper's betas and eps, and a `LambdaLR` schedule: 'inverse_sqrt'
+    (`warmup_inverse_sqrt`) or 'cosine' (`warmup_cosine` to `floor` at `total`)."""
+    if schedule not in _SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(map(repr, _SCHEDULES))}, "
+                         f"got {schedule!r}")
+    if schedule == 'cosine' and cooldown:
+        raise ValueError("cooldown is for the inverse-sqrt schedule; the cosine ends at "
+                         "`floor` by itself")
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9,
+                            weight_decay=weight_decay)
+    f = warmup_cosine(warmup, total, floor) if schedule == 'cosine' else warmup_inverse_sqrt(
+        warmup, total, cooldown, floor)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, f)
 
 # %% ../nbs/10_training.ipynb #520e59d2
 def _native_bf16(device):
-    "Whether the CUDA `device` computes in bf16 natively (compute capability 8.0 and up), not through slow emulation."
+    """Whether the CUDA `device` computes in bf16 natively (compute capability 8.0 and up), not
+    through slow emulation."""
     with torch.cuda.device(device):
         try: return torch.cuda.is_bf16_supported(including_emulation=False)
-        except TypeError: return torch.cuda.get_device_capability()[0] >= 8  # torch without the emulation flag
+        # torch without the emulation flag
+        except TypeError: return torch.cuda.get_device_capability()[0] >= 8
 
 def _autocast(device):
-    "bf16 autocast on a CUDA GPU with native bf16, fp16 with a grad scaler on older GPUs (a Colab T4), nothing elsewhere."
+    """bf16 autocast on a CUDA GPU with native bf16, fp16 with a grad scaler on older GPUs (a
+    Colab T4), nothing elsewhere."""
     if device.type != 'cuda': return nullcontext(), None
     dtype = torch.bfloat16 if _native_bf16(device) else torch.float16
     scaler = torch.amp.GradScaler('cuda') if dtype == torch.float16 else None
     return torch.autocast('cuda', dtype=dtype), scaler
 
 # %% ../nbs/10_training.ipynb #fa4dae3a
-def clip_and_step(model: nn.Module, optimizer: torch.optim.Optimizer, clip: float = 1.0, scaler=None) -> None:
-    "After the backward pass: unscale the gradients if a grad `scaler` scaled them, clip their norm to `clip`, step the optimizer."
+def clip_and_step(model: nn.Module, optimizer: torch.optim.Optimizer, clip: float = 1.0,
+                  scaler=None) -> None:
+    """After the backward pass: unscale the gradients if a grad `scaler` scaled them, clip their
+    norm to `clip`, step the optimizer."""
     if scaler: scaler.unscale_(optimizer)  # clipping sees the true gradient norm
     nn.utils.clip_grad_norm_(model.parameters(), clip)
-    if scaler: scaler.step(optimizer); scaler.update()  # skips the step if the gradients hold an inf or NaN
+    # skips the step if the gradients hold an inf or NaN
+    if scaler: scaler.step(optimizer); scaler.update()
     else: optimizer.step()
 
-def train_step(model: nn.Module, batch: Union[Batch, LMBatch], optimizer: torch.optim.Optimizer, pad_id: int, label_smoothing: float = 0.0,
-               clip: float = 1.0, amp=None, scaler=None) -> Tuple[float, float]:
-    "One optimizer step on `batch` (moved to the model's device): forward under `amp`, loss, backward, clip, step; returns (loss, token accuracy)."
+def train_step(model: nn.Module, batch: Union[Batch, LMBatch], optimizer: torch.optim.Optimizer,
+               pad_id: int, label_smoothing: float = 0.0, clip: float = 1.0, amp=None,
+               scaler=None) -> Tuple[float, float]:
+    """One optimizer step on `batch` (moved to the model's device): forward under `amp`, loss,
+    backward, clip, step; returns (loss, token accuracy)."""
     b = batch.to(next(model.parameters()).device)
     with amp or nullcontext():
         logits = b.logits(model)                                               # (B, L, V)
@@ -236,12 +313,21 @@ def train_step(model: nn.Module, batch: Union[Batch, LMBatch], optimizer: torch.
     (scaler.scale(loss) if scaler else loss).backward()
     clip_and_step(model, optimizer, clip, scaler)
     real = b.targets != pad_id
-    return loss.item(), ((logits.argmax(-1) == b.targets) & real).sum().item() / real.sum().item()
+    return (
+        loss.item(),
+        ((logits.argmax(-1) == b.targets) & real).sum().item() / real.sum().item(),
+    )
 
-def train(model: nn.Module, next_batch: Callable[[], Batch], steps: int, optimizer: torch.optim.Optimizer, scheduler, pad_id: int,
-          label_smoothing: float = 0.0, clip: float = 1.0, device: Optional[Union[str, torch.device]] = None, history: Optional[dict] = None,
-          progress: bool = True, desc: str = 'train', step: Callable[..., Tuple[float, float]] = train_step, precision=None) -> dict:
-    "Train for `steps` batches from `next_batch()` with `step` (the model moved to `device` if given); returns the history dict of loss, accuracy and lr per step; `precision`: an (autocast, grad scaler) pair made once by a caller that trains in chunks, so the scaler's scale carries over."
+def train(model: nn.Module, next_batch: Callable[[], Batch], steps: int,
+          optimizer: torch.optim.Optimizer, scheduler, pad_id: int,
+          label_smoothing: float = 0.0, clip: float = 1.0,
+          device: Optional[Union[str, torch.device]] = None, history: Optional[dict] = None,
+          progress: bool = True, desc: str = 'train',
+          step: Callable[..., Tuple[float, float]] = train_step, precision=None) -> dict:
+    """Train for `steps` batches from `next_batch()` with `step` (the model moved to `device` if
+    given); returns the history dict of loss, accuracy and lr per step; `precision`: an
+    (autocast, grad scaler) pair made once by a caller that trains in chunks, so the scaler's
+    scale carries over."""
     from tqdm.auto import tqdm
     device = next(model.parameters()).device if device is None else select_device(device)
     model.to(device).train()
@@ -250,7 +336,8 @@ def train(model: nn.Module, next_batch: Callable[[], Batch], steps: int, optimiz
     bar = tqdm(range(steps), disable=not progress, leave=False, desc=desc)
     for _ in bar:
         lr = scheduler.get_last_lr()[0]  # the lr this step uses
-        loss, acc = step(model, next_batch(), optimizer, pad_id, label_smoothing, clip, amp, scaler)
+        loss, acc = step(model, next_batch(), optimizer, pad_id, label_smoothing, clip, amp,
+                         scaler)
         scheduler.step()
         history['loss'].append(loss); history['accuracy'].append(acc); history['lr'].append(lr)
         bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")
@@ -260,7 +347,8 @@ def train(model: nn.Module, next_batch: Callable[[], Batch], steps: int, optimiz
 # %% ../nbs/10_training.ipynb #4e375a12
 @contextmanager
 def record_attention(model: nn.Module) -> Iterator[Dict[str, torch.Tensor]]:
-    "Within the block, every `MultiHeadAttention` in `model` keeps its weights (B, H, Lq, Lk) in the yielded dict, by module name."
+    """Within the block, every `MultiHeadAttention` in `model` keeps its weights (B, H, Lq, Lk)
+    in the yielded dict, by module name."""
     maps, handles, recorded = {}, [], []
     def force_weights(module, args, kwargs): return args, {**kwargs, 'need_weights': True}
     def store(name):
@@ -278,4 +366,5 @@ def record_attention(model: nn.Module) -> Iterator[Dict[str, torch.Tensor]]:
             _RECORDING[m] -= 1
             if not _RECORDING[m]: del _RECORDING[m]
 
-_RECORDING = weakref.WeakKeyDictionary()  # attention module -> how many record_attention blocks are recording it now
+# attention module -> how many record_attention blocks are recording it now
+_RECORDING = weakref.WeakKeyDictionary()

@@ -9,24 +9,32 @@ __all__ = ['VEGA_VERSIONS', 'heatmap', 'heatmap_grid', 'draw_architecture', 'plo
 
 # %% ../nbs/90_utils.ipynb #51c7c379
 from typing import IO, Iterator, Optional, Sequence, Union
-def heatmap(matrix, xlabels: Optional[Sequence] = None, ylabels: Optional[Sequence] = None, ax=None, title: Optional[str] = None,
-            cmap: str = 'viridis', annotate: bool = False, vmin: Optional[float] = None, vmax: Optional[float] = None,
-            xlabel: Optional[str] = None, ylabel: Optional[str] = None, fmt: str = '.2f', colorbar: bool = True, aspect: str = 'auto'):
-    "Draw a 2-D tensor or array as a labelled heatmap (`aspect='equal'` for square cells); returns the matplotlib Axes."
+def heatmap(matrix, xlabels: Optional[Sequence] = None, ylabels: Optional[Sequence] = None,
+            ax=None, title: Optional[str] = None, cmap: str = 'viridis', annotate: bool = False,
+            vmin: Optional[float] = None, vmax: Optional[float] = None,
+            xlabel: Optional[str] = None, ylabel: Optional[str] = None, fmt: str = '.2f',
+            colorbar: bool = True, aspect: str = 'auto'):
+    """Draw a 2-D tensor or array as a labelled heatmap (`aspect='equal'` for square cells);
+    returns the matplotlib Axes."""
     import matplotlib.pyplot as plt
     import numpy as np
-    m = matrix.detach().float().cpu().numpy() if hasattr(matrix, 'detach') else np.asarray(matrix, dtype=float)
+    m = matrix.detach().float().cpu().numpy() if hasattr(matrix, 'detach') else np.asarray(
+        matrix, dtype=float)
     if m.ndim != 2: raise ValueError(f"heatmap draws 2-D matrices, got shape {m.shape}")
-    if ax is None: _, ax = plt.subplots(figsize=(0.45 * m.shape[1] + 2, 0.45 * m.shape[0] + 1.2))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.45 * m.shape[1] + 2, 0.45 * m.shape[0] + 1.2))
     im = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect=aspect)
-    if xlabels is not None: ax.set_xticks(range(len(xlabels)), [str(l) for l in xlabels], rotation=90 if max(len(str(l)) for l in xlabels) > 3 else 0)
+    if xlabels is not None:
+        ax.set_xticks(range(len(xlabels)), [str(l) for l in xlabels],
+                      rotation=90 if max(len(str(l)) for l in xlabels) > 3 else 0)
     if ylabels is not None: ax.set_yticks(range(len(ylabels)), [str(l) for l in ylabels])
     if annotate:
         lo, hi = np.nanmin(m), np.nanmax(m)
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
                 light = (m[i, j] - lo) < 0.5 * (hi - lo)
-                ax.text(j, i, format(m[i, j], fmt), ha='center', va='center', fontsize=8, color='white' if light else 'black')
+                ax.text(j, i, format(m[i, j], fmt), ha='center', va='center', fontsize=8,
+                        color='white' if light else 'black')
     if title: ax.set_title(title)
     if xlabel: ax.set_xlabel(xlabel)
     if ylabel: ax.set_ylabel(ylabel)
@@ -34,50 +42,69 @@ def heatmap(matrix, xlabels: Optional[Sequence] = None, ylabels: Optional[Sequen
     return ax
 
 # %% ../nbs/90_utils.ipynb #274bfd00
-def heatmap_grid(matrices: Sequence, titles: Optional[Sequence[str]] = None, ncols: int = 4, xlabels: Optional[Sequence] = None,
-                 ylabels: Optional[Sequence] = None, suptitle: Optional[str] = None, cmap: str = 'viridis', vmin: Optional[float] = None,
-                 vmax: Optional[float] = None, size: float = 2.6, colorbar: bool = True, aspect: str = 'equal'):
-    "Draw 2-D matrices side by side on one colour scale (all their values unless `vmin`/`vmax` are given) with square cells and one colour bar; returns the Figure."
+def heatmap_grid(matrices: Sequence, titles: Optional[Sequence[str]] = None, ncols: int = 4,
+                 xlabels: Optional[Sequence] = None, ylabels: Optional[Sequence] = None,
+                 suptitle: Optional[str] = None, cmap: str = 'viridis',
+                 vmin: Optional[float] = None, vmax: Optional[float] = None, size: float = 2.6,
+                 colorbar: bool = True, aspect: str = 'equal'):
+    """Draw 2-D matrices side by side on one colour scale (all their values unless `vmin`/`vmax`
+    are given) with square cells and one colour bar; returns the Figure."""
     import matplotlib.pyplot as plt
     import numpy as np
     n = len(matrices)
-    values = [np.asarray(m.detach().float().cpu() if hasattr(m, 'detach') else m, dtype=float) for m in matrices]
+    values = [
+        np.asarray(m.detach().float().cpu() if hasattr(m, 'detach') else m, dtype=float)
+        for m in matrices
+    ]
     if vmin is None: vmin = min(np.nanmin(v) for v in values)
     if vmax is None: vmax = max(np.nanmax(v) for v in values)
     ncols = min(ncols, n)
     nrows = -(-n // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + (0.6 if colorbar else 0), size * nrows), squeeze=False)
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(size * ncols + (0.6 if colorbar else 0), size * nrows),
+        squeeze=False,
+    )
     for k, ax in enumerate(axes.flat):
         if k >= n: ax.axis('off'); continue
-        heatmap(values[k], xlabels, ylabels, ax=ax, title=titles[k] if titles else None, cmap=cmap,
-                vmin=vmin, vmax=vmax, colorbar=False, aspect=aspect)
+        heatmap(values[k], xlabels, ylabels, ax=ax, title=titles[k] if titles else None,
+                cmap=cmap, vmin=vmin, vmax=vmax, colorbar=False, aspect=aspect)
     if suptitle: fig.suptitle(suptitle)
     fig.tight_layout()
-    if colorbar: fig.colorbar(axes.flat[0].images[0], ax=axes.ravel().tolist(), fraction=0.025, pad=0.02)
+    if colorbar:
+        fig.colorbar(axes.flat[0].images[0], ax=axes.ravel().tolist(), fraction=0.025, pad=0.02)
     return fig
 
 
 # %% ../nbs/90_utils.ipynb #ef81a8e9
 def draw_architecture(norm_first: bool = True, ax=None):
-    "Draw the encoder-decoder Transformer (pre-LN or post-LN) with matplotlib; returns the Axes."
+    """Draw the encoder-decoder Transformer (pre-LN or post-LN) with matplotlib; returns the
+    Axes."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch, FancyArrowPatch, Circle
     if ax is None: _, ax = plt.subplots(figsize=(8.5, 9.5))
     W, H, GAP, R = 2.6, 0.5, 0.32, 0.14  # box width/height, vertical gap, radius of the ⊕
-    colour = dict(norm='#fde68a', attn='#fdba74', cross='#f9a8d4', ffn='#93c5fd', embed='#e5e7eb', out='#c4b5fd')
+    colour = dict(norm='#fde68a', attn='#fdba74', cross='#f9a8d4', ffn='#93c5fd',
+                  embed='#e5e7eb', out='#c4b5fd')
 
     def arrow(p, q, lw=1.1, **kw):
-        ax.add_patch(FancyArrowPatch(p, q, arrowstyle='-|>', mutation_scale=11, lw=lw, shrinkA=0, shrinkB=0, **kw))
+        ax.add_patch(
+            FancyArrowPatch(p, q, arrowstyle='-|>', mutation_scale=11, lw=lw, shrinkA=0,
+                            shrinkB=0, **kw))
 
     class Column:
-        "Draws blocks bottom-up at x; `side` is where the residual lines run (-1 left, +1 right)."
+        """Draws blocks bottom-up at x; `side` is where the residual lines run (-1 left, +1
+        right)."""
         def __init__(self, x, side): self.x, self.side, self.y = x, side, 0.0
         def up(self):  # an arrow up to the next block
             arrow((self.x, self.y), (self.x, self.y + GAP)); self.y += GAP
         def box(self, text, kind):
             self.up()
-            ax.add_patch(FancyBboxPatch((self.x - W / 2, self.y), W, H, boxstyle='round,pad=0,rounding_size=0.1',
-                                        fc=colour[kind], ec='#374151', lw=1))
+            ax.add_patch(
+                FancyBboxPatch((self.x - W / 2, self.y), W, H,
+                               boxstyle='round,pad=0,rounding_size=0.1', fc=colour[kind],
+                               ec='#374151', lw=1))
             ax.text(self.x, self.y + H / 2, text, ha='center', va='center', fontsize=9)
             self.y += H
             return self.y - H / 2  # the box's centre height
@@ -99,18 +126,21 @@ def draw_architecture(norm_first: bool = True, ax=None):
             if not norm_first: self.box('LayerNorm', 'norm')
             return centre
         def frame(self, y0, label):
-            ax.add_patch(FancyBboxPatch((self.x - W / 2 - 0.5, y0), W + 1.0, self.y + 0.15 - y0,
-                                        boxstyle='round,pad=0,rounding_size=0.2', fc='none', ec='#9ca3af', lw=1.2, ls='--'))
-            ax.text(self.x + self.side * (W / 2 + 0.65), (y0 + self.y) / 2, label, ha='center', va='center', fontsize=11,
-                    fontweight='bold')
+            ax.add_patch(
+                FancyBboxPatch((self.x - W / 2 - 0.5, y0), W + 1.0, self.y + 0.15 - y0,
+                               boxstyle='round,pad=0,rounding_size=0.2', fc='none',
+                               ec='#9ca3af', lw=1.2, ls='--'))
+            ax.text(self.x + self.side * (W / 2 + 0.65), (y0 + self.y) / 2, label, ha='center',
+                    va='center', fontsize=11, fontweight='bold')
 
     enc, dec = Column(1.8, -1), Column(6.9, +1)
-    for col, tokens, name in ((enc, 'source tokens', 'source'), (dec, 'target tokens (shifted right)', 'target')):
+    for col, tokens, name in ((enc, 'source tokens', 'source'),
+                              (dec, 'target tokens (shifted right)', 'target')):
         ax.text(col.x, -0.15, tokens, ha='center', va='top', fontsize=9)
         col.box(f'{name} embedding × √d_model', 'embed')
         pe = col.add()
-        ax.text(col.x - col.side * (R + 0.1), pe, 'positional\nencoding', ha='right' if col.side > 0 else 'left',
-                va='center', fontsize=8)
+        ax.text(col.x - col.side * (R + 0.1), pe, 'positional\nencoding',
+                ha='right' if col.side > 0 else 'left', va='center', fontsize=8)
         col.y += 0.1
     y0 = enc.y + 0.05
     enc.sublayer('multi-head self-attention', 'attn'); enc.sublayer('feed-forward', 'ffn')
@@ -123,165 +153,257 @@ def draw_architecture(norm_first: bool = True, ax=None):
     dec.y += 0.05; dec.frame(y0, 'N×')
     if norm_first: dec.box('final LayerNorm', 'norm')
     dec.box('linear', 'out')
-    dec.up(); ax.text(dec.x, dec.y + 0.05, 'logits (B, Lt, tgt_vocab_size)', ha='center', va='bottom', fontsize=9)
-    # the memory: from the top of the encoder into every decoder layer's cross-attention (keys and values)
+    dec.up()
+    ax.text(dec.x, dec.y + 0.05, 'logits (B, Lt, tgt_vocab_size)', ha='center', va='bottom',
+            fontsize=9)
+    # the memory: from the top of the encoder into every decoder layer's cross-attention (keys
+    # and values)
     xm = (enc.x + W / 2 + dec.x - W / 2) / 2 + 0.1
     top = enc.y + 0.3
-    ax.text(enc.x - 0.1, top + 0.08, 'memory (B, Ls, d_model):\nthe keys and values of\nevery decoder layer', ha='left', va='bottom', fontsize=9,
-            color='#be185d')
+    ax.text(enc.x - 0.1, top + 0.08,
+            'memory (B, Ls, d_model):\nthe keys and values of\nevery decoder layer', ha='left',
+            va='bottom', fontsize=9, color='#be185d')
     ax.plot([enc.x, enc.x, xm, xm], [enc.y, top, top, cross], color='#be185d', lw=1.6)
     arrow((xm, cross), (dec.x - W / 2, cross), color='#be185d', lw=1.6)
     ax.text(xm - 0.08, cross + 0.1, 'K, V', ha='right', va='bottom',
             fontsize=8, color='#be185d')
-    ax.set_xlim(-0.6, 9.3); ax.set_ylim(-0.6, max(dec.y, top) + 0.5); ax.set_aspect('equal'); ax.axis('off')
-    ax.set_title(('pre-LN' if norm_first else 'post-LN') + f' Transformer (norm_first={norm_first})', fontsize=11)
+    ax.set_xlim(-0.6, 9.3)
+    ax.set_ylim(-0.6, max(dec.y, top) + 0.5)
+    ax.set_aspect('equal')
+    ax.axis('off')
+    ax.set_title(
+        ('pre-LN' if norm_first else 'post-LN') + f' Transformer (norm_first={norm_first})',
+        fontsize=11)
     return ax
 
 # %% ../nbs/90_utils.ipynb #e44ee74d
-def plot_positional_encoding(d_model: int = 64, max_len: int = 100, dims: Sequence[int] = (0, 6, 12, 20)):
-    "Heatmap of the (max_len, d_model) encoding beside curves of the chosen dimensions; returns the Figure."
+def plot_positional_encoding(d_model: int = 64, max_len: int = 100,
+                             dims: Sequence[int] = (0, 6, 12, 20)):
+    """Heatmap of the (max_len, d_model) encoding beside curves of the chosen dimensions;
+    returns the Figure."""
     import math
     import matplotlib.pyplot as plt
     from transformer_tutorial.positional import sinusoidal_positional_encoding
     bad = [d for d in dims if not 0 <= d < d_model]
-    if bad: raise ValueError(f"dimensions {bad} are outside [0, {d_model}) for d_model={d_model}")
+    if bad:
+        raise ValueError(f"dimensions {bad} are outside [0, {d_model}) for d_model={d_model}")
     pe = sinusoidal_positional_encoding(max_len, d_model)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6), gridspec_kw={'width_ratios': [1, 1.3]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6),
+                                      gridspec_kw={'width_ratios': [1, 1.3]})
     heatmap(pe, ax=left, cmap='RdBu', vmin=-1, vmax=1, xlabel='dimension', ylabel='position',
             title=f'PE, max_len={max_len}, d_model={d_model}')
     left.images[0].set_interpolation('nearest')  # one block per entry, no smoothing
     for d in dims:
         wavelength = 2 * math.pi * 10000 ** ((d - d % 2) / d_model)
-        right.plot(pe[:, d], label=f"dim {d} ({'cos' if d % 2 else 'sin'}, wavelength {wavelength:.0f})")
+        right.plot(pe[:, d], label=f"dim {d} ({'cos' if d % 2 else 'sin'}, wavelength "
+                                   f"{wavelength:.0f})")
     right.set_xlabel('position'); right.set_ylabel('value')
-    right.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1), borderaxespad=0)  # beside the curves, never over them
+    # beside the curves, never over them
+    right.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1), borderaxespad=0)
     right.set_title('chosen dimensions')
     fig.tight_layout()
     return fig
 
 # %% ../nbs/90_utils.ipynb #17c5b4cf
-def positional_encoding_explorer(d_model: int = 64, max_len: int = 100, dims: str = '0, 6, 12, 20'):
-    "Sliders for d_model and max_len and a text box of dimensions, redrawing `plot_positional_encoding` (Jupyter/Colab)."
+def positional_encoding_explorer(d_model: int = 64, max_len: int = 100,
+                                 dims: str = '0, 6, 12, 20'):
+    """Sliders for d_model and max_len and a text box of dimensions, redrawing
+    `plot_positional_encoding` (Jupyter/Colab)."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
     def show(d_model, max_len, dims):
         chosen = [int(t) for t in dims.replace(',', ' ').split() if t.lstrip('-').isdigit()]
         plot_positional_encoding(d_model, max_len, [d for d in chosen if 0 <= d < d_model])
         plt.show()
-    return widgets.interactive(show,
-        d_model=widgets.IntSlider(value=d_model, min=2, max=512, step=1, description='d_model', continuous_update=False),
-        max_len=widgets.IntSlider(value=max_len, min=2, max=1000, step=1, description='max_len', continuous_update=False),
+    return widgets.interactive(
+        show, d_model=widgets.IntSlider(value=d_model, min=2, max=512, step=1,
+                                        description='d_model', continuous_update=False),
+        max_len=widgets.IntSlider(value=max_len, min=2, max=1000, step=1, description='max_len',
+                                  continuous_update=False),
         dims=widgets.Text(value=dims, description='dimensions', continuous_update=False))
 
 # %% ../nbs/90_utils.ipynb #593ca39c
 import json
 
-VEGA_VERSIONS = dict(vega_version='6.4.0', vegalite_version='6.4.1', vegaembed_version='7.3.0')  # for Altair 6's Vega-Lite 6 schema
+# for Altair 6's Vega-Lite 6 schema
+VEGA_VERSIONS = dict(vega_version='6.4.0', vegalite_version='6.4.1', vegaembed_version='7.3.0')
 
 def show_chart(chart) -> None:
-    "Display an Altair chart as HTML loading the pinned Vega versions (Jupyter, Colab and the static site); the renderer setting is restored."
+    """Display an Altair chart as HTML loading the pinned Vega versions (Jupyter, Colab and the
+    static site); the renderer setting is restored."""
     import altair as alt
     from IPython.display import display
     with alt.renderers.enable('html', **VEGA_VERSIONS): display(chart)
 
 # %% ../nbs/90_utils.ipynb #f9107f96
 def _unpack(chart, group, idx):
-    "Flatten the array column `v` of `chart`'s rows into one row per element, numbering elements 0.. in `idx` within `group`."
-    return (chart.transform_flatten(['v']).transform_window(**{idx: 'row_number()'}, groupby=group)
-            .transform_calculate(**{idx: f'datum.{idx} - 1'}))
+    """Flatten the array column `v` of `chart`'s rows into one row per element, numbering
+    elements 0.. in `idx` within `group`."""
+    return (
+        chart.transform_flatten(['v'])
+        .transform_window(**{idx: 'row_number()'}, groupby=group)
+        .transform_calculate(**{idx: f'datum.{idx} - 1'})
+    )
 
 def positional_encoding_explorer_chart(max_len: int = 100, d_model: int = 64):
-    "Heatmap of the sinusoidal encoding beside the curve of one dimension; a dropdown picks d_model, a slider the dimension."
+    """Heatmap of the sinusoidal encoding beside the curve of one dimension; a dropdown picks
+    d_model, a slider the dimension."""
     import altair as alt
     from transformer_tutorial.positional import sinusoidal_positional_encoding
     sizes = sorted({16, 64, 128, d_model})
     rows = [{'m': m, 'k': k, 'v': [round(x, 3) for x in col]} for m in sizes
             for k, col in enumerate(sinusoidal_positional_encoding(max_len, m).T.tolist())]
-    dm = alt.param(name='d_model', value=d_model, bind=alt.binding_select(options=sizes, name='d_model '))
-    dim = alt.param(name='dim', value=min(6, d_model - 1),
-                    bind=alt.binding_range(min=0, max=sizes[-1] - 1, step=1, name='dimension (up to d_model-1) '))
-    k = 'min(dim, d_model - 1)'  # the slider's range fits the largest d_model: clamp it to the chosen one
+    dm = alt.param(name='d_model', value=d_model,
+                   bind=alt.binding_select(options=sizes, name='d_model '))
+    dim = alt.param(
+        name='dim', value=min(6, d_model - 1),
+        bind=alt.binding_range(min=0, max=sizes[-1] - 1, step=1,
+                               name='dimension (up to d_model-1) '))
+    # the slider's range fits the largest d_model: clamp it to the chosen one
+    k = 'min(dim, d_model - 1)'
     base = alt.Chart().transform_filter('datum.m == d_model')
-    colour = alt.Color('v:Q', title='PE', scale=alt.Scale(scheme='redblue', domain=[-1, 1], reverse=True),
-                       legend=alt.Legend(orient='left', gradientLength=120))
-    heat = _unpack(base, ['k'], 'p').transform_calculate(k1='datum.k + 1', p1='datum.p + 1').mark_rect().encode(
-        x=alt.X('k:Q', title='dimension', scale=alt.Scale(nice=False, zero=True)), x2='k1:Q',
-        y=alt.Y('p:Q', title='position', scale=alt.Scale(reverse=True, nice=False)), y2='p1:Q', color=colour,
-        tooltip=[alt.Tooltip('p:Q', title='position'), alt.Tooltip('k:Q', title='dimension'), alt.Tooltip('v:Q', title='PE')])
+    colour = alt.Color(
+        'v:Q',
+        title='PE',
+        scale=alt.Scale(scheme='redblue', domain=[-1, 1], reverse=True),
+        legend=alt.Legend(orient='left', gradientLength=120),
+    )
+    heat = _unpack(base, ['k'], 'p').transform_calculate(
+        k1='datum.k + 1', p1='datum.p + 1').mark_rect().encode(
+            x=alt.X('k:Q', title='dimension', scale=alt.Scale(nice=False, zero=True)),
+            x2='k1:Q', y=alt.Y('p:Q', title='position',
+                               scale=alt.Scale(reverse=True,
+                                               nice=False)), y2='p1:Q', color=colour, tooltip=[
+                                                   alt.Tooltip('p:Q', title='position'),
+                                                   alt.Tooltip('k:Q', title='dimension'),
+                                                   alt.Tooltip('v:Q', title='PE')
+                                               ])
     box = alt.Chart(alt.Data(values=[{}])).transform_calculate(k=k, k1=f'{k} + 1').mark_rect(
-        fill=None, stroke='black', strokeWidth=1.5, xOffset=-2, x2Offset=2).encode(x='k:Q', x2='k1:Q')
-    left = alt.layer(heat, box, title=alt.Title(alt.ExprRef(f"'PE, max_len={max_len}, d_model=' + d_model"))
-                     ).properties(width=220, height=250)
+        fill=None, stroke='black', strokeWidth=1.5, xOffset=-2,
+        x2Offset=2).encode(x='k:Q', x2='k1:Q')
+    left = alt.layer(
+        heat, box, title=alt.Title(alt.ExprRef(f"'PE, max_len={max_len}, d_model=' + d_model"))
+    ).properties(width=220, height=250)
     title = (f"'dim ' + {k} + ({k} % 2 ? ' (cos' : ' (sin') + ', wavelength ' "
              f"+ format(2 * PI * pow(10000, ({k} - {k} % 2) / d_model), ',.0f') + ')'")
-    line = _unpack(base.transform_filter(f'datum.k == {k}'), ['k'], 'p').mark_line(color='#444', point=alt.OverlayMarkDef(size=10, color='#444')).encode(
-        x=alt.X('p:Q', title='position', scale=alt.Scale(nice=False)),
-        y=alt.Y('v:Q', title='value', scale=alt.Scale(domain=[-1.05, 1.05]))
-    ).properties(width=230, height=250, title=alt.Title(alt.ExprRef(title)))
+    line = _unpack(base.transform_filter(f'datum.k == {k}'), ['k'], 'p').mark_line(
+        color='#444', point=alt.OverlayMarkDef(size=10, color='#444')).encode(
+            x=alt.X('p:Q', title='position', scale=alt.Scale(nice=False)),
+            y=alt.Y('v:Q', title='value', scale=alt.Scale(domain=[-1.05, 1.05]))).properties(
+                width=230, height=250, title=alt.Title(alt.ExprRef(title)))
     return alt.hconcat(left, line, data=alt.Data(values=rows), spacing=20).add_params(dm, dim)
 
 # %% ../nbs/90_utils.ipynb #ec4f7805
 def mask_explorer_chart(max_len: int = 8):
-    "L x L grid of which keys each query may attend to under a padding, causal or combined mask; sliders pick L and n."
+    """L x L grid of which keys each query may attend to under a padding, causal or combined
+    mask; sliders pick L and n."""
     import altair as alt, torch
     from transformer_tutorial.masks import padding_mask, causal_mask
     causal, rows = causal_mask(max_len)[0, 0], []
-    for n in range(1, max_len + 1):  # masks depend on n, not on L: L only crops the view, so rows hold the max_len grid
-        pad = padding_mask(torch.tensor([[1] * n + [0] * (max_len - n)]), pad_id=0)[0, 0].expand(max_len, max_len)
-        for kind, m in (('padding', pad), ('causal', causal), ('padding & causal', pad & causal)):
+    for n in range(1, max_len + 1):
+        # masks depend on n, not on L: L only crops the view, so rows hold the max_len grid
+        pad = padding_mask(torch.tensor([[1] * n + [0] * (max_len - n)]),
+                           pad_id=0)[0, 0].expand(max_len, max_len)
+        for kind, m in (
+            ('padding', pad),
+            ('causal', causal),
+            ('padding & causal', pad & causal),
+        ):
             rows += [{'i': i, 'j': j, 'n': n, 'kind': kind, 'allowed': bool(m[i, j])}
                      for i in range(max_len) for j in range(max_len)]
-    L = alt.param(name='L', value=max(1, max_len - 2), bind=alt.binding_range(min=1, max=max_len, step=1, name='sequence length L '))
-    n = alt.param(name='n_real', value=max(1, max_len - 4),
-                  bind=alt.binding_range(min=1, max=max_len, step=1, name='real tokens n (rest is padding) '))
-    kind = alt.param(name='mask', value='padding & causal',
-                     bind=alt.binding_radio(options=['padding', 'causal', 'padding & causal'], name='mask '))
+    L = alt.param(name='L', value=max(1, max_len - 2),
+                  bind=alt.binding_range(min=1, max=max_len, step=1, name='sequence length L '))
+    n = alt.param(
+        name='n_real', value=max(1, max_len - 4),
+        bind=alt.binding_range(min=1, max=max_len, step=1,
+                               name='real tokens n (rest is padding) '))
+    kind = alt.param(
+        name='mask', value='padding & causal',
+        bind=alt.binding_radio(options=['padding', 'causal', 'padding & causal'], name='mask '))
     nn = 'min(n_real, L)'
-    grid = alt.Scale(domain=list(range(max_len)))  # fixed: cells beyond L are left blank, the grid does not jump
+    # fixed: cells beyond L are left blank, the grid does not jump
+    grid = alt.Scale(domain=list(range(max_len)))
     return alt.Chart(alt.Data(values=rows)).transform_filter(
         f'datum.i < L && datum.j < L && datum.n == {nn} && datum.kind == mask'
-    ).transform_calculate(status="datum.allowed ? 'may attend' : 'blocked'").mark_rect(stroke='white', strokeWidth=2).encode(
-        x=alt.X('j:O', title='key position j', scale=grid, axis=alt.Axis(orient='top', labelAngle=0,
-                ticks=False, labelExpr=f"datum.value >= L ? '' : datum.value >= {nn} ? datum.label + ' pad' : datum.label")),
-        y=alt.Y('i:O', title='query position i', scale=grid, axis=alt.Axis(ticks=False, labelExpr="datum.value < L ? datum.label : ''")),
-        color=alt.Color('status:N', title=None, scale=alt.Scale(domain=['may attend', 'blocked'], range=['#3a7dc2', '#d7d7d7']),
-                        legend=alt.Legend(orient='bottom')),
-        tooltip=['i:O', 'j:O', 'status:N'],
-    ).properties(width=36 * max_len, height=36 * max_len, title=alt.Title(
-        alt.ExprRef(f"'L = ' + L + ', n = ' + {nn} + ', mask: ' + mask"),
-        subtitle='padding: key j < n;  causal: j ≤ i;  combined: both')).add_params(L, n, kind)
+    ).transform_calculate(status="datum.allowed ? 'may attend' : 'blocked'").mark_rect(
+        stroke='white', strokeWidth=2).encode(
+            x=alt.X(
+                'j:O', title='key position j', scale=grid, axis=alt.Axis(
+                    orient='top', labelAngle=0, ticks=False,
+                    labelExpr=f"datum.value >= L ? '' : datum.value >= {nn} ? "
+                    "datum.label + ' pad' : datum.label")),
+            y=alt.Y('i:O', title='query position i', scale=grid,
+                    axis=alt.Axis(ticks=False, labelExpr="datum.value < L ? datum.label : ''")),
+            color=alt.Color(
+                'status:N', title=None, scale=alt.Scale(domain=['may attend', 'blocked'],
+                                                        range=['#3a7dc2', '#d7d7d7']),
+                legend=alt.Legend(orient='bottom')), tooltip=['i:O', 'j:O', 'status:N'],
+        ).properties(
+            width=36 * max_len, height=36 * max_len, title=alt.Title(
+                alt.ExprRef(f"'L = ' + L + ', n = ' + {nn} + ', mask: ' + mask"),
+                subtitle='padding: key j < n;  causal: j ≤ i;  combined: both')).add_params(
+                    L, n, kind)
 
 # %% ../nbs/90_utils.ipynb #06e381e3
-def attention_explorer_chart(weights, src_tokens: Sequence[str], out_tokens: Sequence[str], title: str = ''):
-    "One head's (Lq, Lk) attention heatmap with the chosen query row outlined, beside that row's weights as bars."
+def attention_explorer_chart(weights, src_tokens: Sequence[str], out_tokens: Sequence[str],
+                             title: str = ''):
+    """One head's (Lq, Lk) attention heatmap with the chosen query row outlined, beside that
+    row's weights as bars."""
     import altair as alt
-    if weights.dim() != 3: raise ValueError(f'weights must be shaped (H, Lq, Lk), got {tuple(weights.shape)}')
+    if weights.dim() != 3:
+        raise ValueError(f'weights must be shaped (H, Lq, Lk), got {tuple(weights.shape)}')
     H, Lq, Lk = weights.shape
     if (len(out_tokens), len(src_tokens)) != (Lq, Lk):
-        raise ValueError(f'need {Lq} out_tokens and {Lk} src_tokens, got {len(out_tokens)} and {len(src_tokens)}')
+        raise ValueError(f'need {Lq} out_tokens and {Lk} src_tokens, got {len(out_tokens)} and '
+                         f'{len(src_tokens)}')
     w = weights.detach().float().cpu()
-    rows = [{'h': h, 'q': q, 'v': [round(x, 3) for x in r]} for h in range(H) for q, r in enumerate(w[h].tolist())]
-    src, out = json.dumps([str(t) for t in src_tokens]), json.dumps([str(t) for t in out_tokens])
-    head = alt.param(name='head', value=0, bind=alt.binding_radio(options=list(range(H)), name='head ') if H <= 8
-                     else alt.binding_select(options=list(range(H)), name='head '))
-    query = alt.param(name='query', value=0, bind=alt.binding_range(min=0, max=Lq - 1, step=1, name='query position '))
-    keys = alt.X('k:O', title='key (source)', scale=alt.Scale(domain=list(range(Lk))), axis=alt.Axis(labelExpr=f'{src}[datum.value]', labelAngle=-45, labelLimit=70))
+    rows = [{'h': h, 'q': q, 'v': [round(x, 3) for x in r]} for h in range(H)
+            for q, r in enumerate(w[h].tolist())]
+    src, out = json.dumps([str(t) for t in src_tokens]), json.dumps(
+        [str(t) for t in out_tokens]
+    )
+    head = alt.param(
+        name='head', value=0, bind=alt.binding_radio(options=list(range(H)), name='head ')
+        if H <= 8 else alt.binding_select(options=list(range(H)), name='head '))
+    query = alt.param(
+        name='query',
+        value=0,
+        bind=alt.binding_range(min=0, max=Lq - 1, step=1, name='query position '),
+    )
+    keys = alt.X('k:O', title='key (source)', scale=alt.Scale(domain=list(range(Lk))),
+                 axis=alt.Axis(labelExpr=f'{src}[datum.value]', labelAngle=-45, labelLimit=70))
     wscale = alt.Scale(domain=[0, max(float(w.max()), 1e-6)])
     base = alt.Chart().transform_filter('datum.h == head')
     heat = _unpack(base, ['q'], 'k').mark_rect().encode(
-        x=keys, y=alt.Y('q:O', title='query (output)', scale=alt.Scale(domain=list(range(Lq))), axis=alt.Axis(labelExpr=f'{out}[datum.value]', labelLimit=70)),
-        color=alt.Color('v:Q', title='weight', scale=alt.Scale(scheme='blues', domain=wscale.domain),
-                        legend=alt.Legend(orient='left', gradientLength=120)),
-        tooltip=[alt.Tooltip('q:O', title='query'), alt.Tooltip('k:O', title='key'), alt.Tooltip('v:Q', title='weight')])
-    row = alt.Chart(alt.Data(values=[{}])).mark_rect(fill=None, stroke='black', strokeWidth=2).encode(
-        y=alt.YDatum(alt.ExprRef('query'), type='ordinal'))
+        x=keys, y=alt.Y('q:O', title='query (output)', scale=alt.Scale(domain=list(range(Lq))),
+                        axis=alt.Axis(labelExpr=f'{out}[datum.value]', labelLimit=70)),
+        color=alt.Color('v:Q', title='weight', scale=alt.Scale(scheme='blues',
+                                                               domain=wscale.domain),
+                        legend=alt.Legend(orient='left', gradientLength=120)), tooltip=[
+                            alt.Tooltip('q:O', title='query'),
+                            alt.Tooltip('k:O', title='key'),
+                            alt.Tooltip('v:Q', title='weight')
+                        ])
+    row = (
+        alt.Chart(alt.Data(values=[{}]))
+        .mark_rect(fill=None, stroke='black', strokeWidth=2)
+        .encode(y=alt.YDatum(alt.ExprRef('query'), type='ordinal'))
+    )
     size = dict(width=min(26 * Lk, 360), height=min(22 * Lq, 360))
-    left = alt.layer(heat, row, title=alt.Title(alt.ExprRef("'head ' + head"))).properties(**size)
+    left = alt.layer(heat, row, title=alt.Title(alt.ExprRef("'head ' + head"))).properties(
+        **size
+    )
     bars = _unpack(base.transform_filter('datum.q == query'), ['q'], 'k').encode(
-        x=keys, y=alt.Y('v:Q', title='weight', scale=wscale), tooltip=[alt.Tooltip('v:Q', title='weight')])
-    right = alt.layer(bars.mark_bar(color='#3a7dc2'), bars.mark_text(dy=-6, fontSize=9).encode(text=alt.Text('v:Q', format='.2f'))
-                      ).properties(width=size['width'], height=size['height'],
-                                   title=alt.Title(alt.ExprRef(f"'query ' + query + ' “' + {out}[query] + '”, head ' + head")))
+        x=keys,
+        y=alt.Y('v:Q', title='weight', scale=wscale),
+        tooltip=[alt.Tooltip('v:Q', title='weight')],
+    )
+    right = alt.layer(
+        bars.mark_bar(color='#3a7dc2'),
+        bars.mark_text(
+            dy=-6, fontSize=9).encode(text=alt.Text('v:Q', format='.2f'))).properties(
+                width=size['width'], height=size['height'], title=alt.Title(
+                    alt.ExprRef(f"'query ' + query + ' “' + {out}[query] + '”, head ' + head")))
     return alt.hconcat(left, right, data=alt.Data(values=rows), spacing=30,
                        title=title or alt.Undefined).add_params(head, query)
 
@@ -290,15 +412,19 @@ import os, uuid
 from contextlib import contextmanager
 
 @contextmanager
-def atomic_write(path: Union[str, os.PathLike], mode: str = 'w', encoding: Optional[str] = None) -> Iterator[IO]:
-    "Yield a file open on a temporary name beside `path`; rename it over `path` when the block succeeds, delete it when it fails."
+def atomic_write(path: Union[str, os.PathLike], mode: str = 'w',
+                 encoding: Optional[str] = None) -> Iterator[IO]:
+    """Yield a file open on a temporary name beside `path`; rename it over `path` when the block
+    succeeds, delete it when it fails."""
     path = os.fspath(path)
-    if os.path.isdir(path): raise IsADirectoryError(f"{path} is a folder; expected a file path to write")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a folder; expected a file path to write")
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, mode.replace('w', 'x'), encoding=encoding) as f:  # 'x': never reuse an existing name
+        with open(tmp, mode.replace('w', 'x'), encoding=encoding) as f:
+            # 'x': never reuse an existing name
             yield f
             f.flush(); os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -310,13 +436,15 @@ import torch
 
 @contextmanager
 def keep_rng(seed: Optional[int] = None) -> Iterator[None]:
-    "Run the block with the CPU generator seeded from `seed` (when given); afterwards every generator it could draw from (the CPU's, each started CUDA device's, MPS's) is as before."
+    """Run the block with the CPU generator seeded from `seed` (when given); afterwards every
+    generator it could draw from (the CPU's, each started CUDA device's, MPS's) is as before."""
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     mps = torch.backends.mps.is_available()
     mps_state = torch.mps.get_rng_state() if mps else None
     try:
         with torch.random.fork_rng(devices=cuda, device_type='cuda'):
-            if seed is not None: torch.random.default_generator.manual_seed(seed)   # not torch.manual_seed: it reseeds CUDA and MPS too
+            # not torch.manual_seed: it reseeds CUDA and MPS too
+            if seed is not None: torch.random.default_generator.manual_seed(seed)
             yield
     finally:
         if mps: torch.mps.set_rng_state(mps_state)

@@ -17,19 +17,24 @@ def _check_positive_int(name, value):
 def _check_width(what, x, d_model):
     "Raise a clear error unless the last dimension of `x` (the input of `what`) is `d_model`."
     if x.size(-1) != d_model:
-        raise ValueError(f"{what} expects the last dimension of its input to be d_model={d_model}, got shape {tuple(x.shape)}")
+        raise ValueError(f"{what} expects the last dimension of its input to be "
+                         f"d_model={d_model}, got shape {tuple(x.shape)}")
 
 def _check_broadcast(name, t, scores_shape):
-    "Raise a clear error, naming the argument `name`, unless `t` broadcasts to `scores_shape` without growing it."
+    """Raise a clear error, naming the argument `name`, unless `t` broadcasts to `scores_shape`
+    without growing it."""
     try: shape = torch.broadcast_shapes(t.shape, scores_shape)
     except RuntimeError: shape = None
     # Broadcasting must not *grow* the scores: extra or larger dims are an error too.
     if shape != torch.Size(scores_shape):
-        raise ValueError(f"{name} of shape {tuple(t.shape)} cannot broadcast to the attention scores' shape {tuple(scores_shape)}")
+        raise ValueError(f"{name} of shape {tuple(t.shape)} cannot broadcast to the attention "
+                         f"scores' shape {tuple(scores_shape)}")
 
 def _check_mask(mask, scores_shape, name='mask'):
-    "Raise a clear error, naming the argument `name`, unless `mask` is boolean and broadcasts to `scores_shape`."
+    """Raise a clear error, naming the argument `name`, unless `mask` is boolean and broadcasts
+    to `scores_shape`."""
     if mask.dtype != torch.bool:
-        raise TypeError(f"{name} must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
+        raise TypeError(f"{name} must be a boolean tensor (True = may attend), got "
+                        f"dtype {mask.dtype}")
     _check_broadcast(name, mask, scores_shape)
 

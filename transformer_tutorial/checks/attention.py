@@ -14,12 +14,15 @@ import torch.nn.functional as F
 from ..masks import padding_mask, causal_mask
 from ..multi_head import split_heads, merge_heads, MultiHeadAttention
 from ..layer_norm import LayerNorm
-from .core import (_randn, _fail, _shape, _close, _maxerr, _call, _build, _hinted, _random_between_calls,
-                                              _DROPOUT_ON, _diagnose, _probe, _keeps_rng, _passed)
+from .core import (_randn, _fail, _shape, _close, _maxerr, _call,
+                                              _build, _hinted, _random_between_calls,
+                                              _DROPOUT_ON, _diagnose, _probe, _keeps_rng,
+                                              _passed)
 
 # %% ../../nbs/13a_attention_checks.ipynb #f9d2a512
 def _sdpa(q, k, v, mask=None, scale=None, axis=-1, mask_mode='ok'):
-    "Reference attention with switchable mistakes, to recognize what a student's function computes."
+    """Reference attention with switchable mistakes, to recognize what a student's function
+    computes."""
     s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.size(-1)) if scale is None else scale)
     if mask is not None:
         if mask_mode in ('ok', 'zero_kept'): s = s.masked_fill(~mask, float('-inf'))
@@ -34,11 +37,14 @@ def _sdpa(q, k, v, mask=None, scale=None, axis=-1, mask_mode='ok'):
 def _pair(name, res, out_shape, w_shape, expect=''):
     "Unpack (output, weights) and check both shapes, naming the shapes expected."
     if not (isinstance(res, (tuple, list)) and len(res) == 2):
-        _fail(name, f"should return a pair (output, weights), got {type(res).__name__} {_shape(res)}")
+        _fail(name, "should return a pair (output, weights), got "
+                    f"{type(res).__name__} {_shape(res)}")
     out, w = res
     if not isinstance(out, torch.Tensor) or not isinstance(w, torch.Tensor):
-        _fail(name, f"should return two tensors (output, weights), got ({type(out).__name__}, {type(w).__name__})")
-    if tuple(out.shape) == tuple(w_shape) and tuple(w.shape) == tuple(out_shape) and tuple(out_shape) != tuple(w_shape):
+        _fail(name, f"should return two tensors (output, weights), got ({type(out).__name__}, "
+                    f"{type(w).__name__})")
+    if tuple(out.shape) == tuple(w_shape) and tuple(
+            w.shape) == tuple(out_shape) and tuple(out_shape) != tuple(w_shape):
         _fail(name, "returned (weights, output) in that order: return (output, weights)")
     if tuple(out.shape) != tuple(out_shape):
         _fail(name, f"output has shape {_shape(out)}, expected {tuple(out_shape)}{expect}")
@@ -55,94 +61,156 @@ def _row_mask(*shape, seed=0):
 # %% ../../nbs/13a_attention_checks.ipynb #5fe9145c
 @_keeps_rng
 def check_scaled_dot_product_attention(fn: Callable) -> None:
-    "Check `fn(query, key, value, mask=None) -> (output, weights)`: any leading dims, boolean mask True = may attend, inputs left unchanged, float64 kept, one query or key allowed, finite where a query's keys are all masked, no randomness."
+    """Check `fn(query, key, value, mask=None) -> (output, weights)`: any leading dims, boolean
+    mask True = may attend, inputs left unchanged, float64 kept, one query or key allowed,
+    finite where a query's keys are all masked, no randomness."""
     name, n = 'scaled_dot_product_attention', 0
     B, H, Lq, Lk, d = 2, 3, 4, 6, 8
-    q, k, v = _randn(B, H, Lq, d, seed=1), _randn(B, H, Lk, d, seed=2), _randn(B, H, Lk, d, seed=3)
-    shapes = f" for query {(B, H, Lq, d)}, key and value {(B, H, Lk, d)}: output (..., Lq, d_v), weights (..., Lq, Lk)"
+    q, k, v = _randn(B, H, Lq, d, seed=1), _randn(B, H, Lk, d,
+                                                  seed=2), _randn(B, H, Lk, d, seed=3)
+    shapes = (
+        f" for query {(B, H, Lq, d)}, key and value {(B, H, Lk, d)}: output (..., Lq, d_v),"
+        " weights (..., Lq, Lk)"
+    )
     out, w = _pair(name, _call(name, fn, q, k, v), (B, H, Lq, d), (B, H, Lq, Lk), shapes)
     if _random_between_calls(fn, (q, k, v), out): _fail(name, _DROPOUT_ON)
     ref, ref_w = _sdpa(q, k, v)
-    assert _close(ref, F.scaled_dot_product_attention(q, k, v))  # the reference agrees with PyTorch
+    # the reference agrees with PyTorch
+    assert _close(ref, F.scaled_dot_product_attention(q, k, v))
     if not _close(out, ref):
         seen = f"max error {_maxerr(out, ref):.3g} with d_k = {d}"
         q1, k1 = q[..., :1], k[..., :1]
         if _probe(fn, (q1, k1, v), _sdpa(q1, k1, v)[0]): seen += ", but it matches when d_k = 1"
-        if _probe(fn, (q, k, k), _sdpa(q, k, k)[0]): seen += ", and it matches when key is value"
+        if _probe(fn, (q, k, k), _sdpa(q, k, k)[0]):
+            seen += ", and it matches when key is value"
         msg = _diagnose(out, [
-            (_sdpa(q, k, v, scale=1 / d)[0], "scores divided by d_k: did you divide by d_k instead of sqrt(d_k)?"),
-            (_sdpa(q, k, v, scale=1.0)[0], "no scaling: divide the scores Q K^T by sqrt(d_k) before the softmax"),
-            (_sdpa(q, k, v, scale=math.sqrt(d))[0], "scores multiplied by sqrt(d_k): divide by it instead"),
-            (_sdpa(q, k, v, scale=1 / math.sqrt(Lk))[0], "scores divided by sqrt(Lk), the number of keys: divide by sqrt(d_k), the width of query and key (query.size(-1))"),
-            (_sdpa(q, k, v, axis=-2)[0], "softmax over the wrong axis: normalize over the keys, softmax(dim=-1)"),
-            (_sdpa(q, v, k)[0], "key and value swapped: scores come from query and key, the output mixes value"),
+            (_sdpa(q, k, v, scale=1 / d)[0],
+             "scores divided by d_k: did you divide by d_k instead of sqrt(d_k)?"),
+            (_sdpa(q, k, v, scale=1.0)[0],
+             "no scaling: divide the scores Q K^T by sqrt(d_k) before the softmax"),
+            (_sdpa(q, k, v, scale=math.sqrt(d))[0],
+             "scores multiplied by sqrt(d_k): divide by it instead"),
+            (_sdpa(q, k, v, scale=1 / math.sqrt(Lk))[0],
+             "scores divided by sqrt(Lk), the number of keys: divide by sqrt(d_k), the width "
+             "of query and key (query.size(-1))"),
+            (_sdpa(q, k, v, axis=-2)[0],
+             "softmax over the wrong axis: normalize over the keys, softmax(dim=-1)"),
+            (_sdpa(q, v, k)[0],
+             "key and value swapped: scores come from query and key, the output mixes value"),
         ]) or "output differs from softmax(Q K^T / sqrt(d_k)) V"
         _fail(name, f"{msg} (seen: {seen})")
     n += 2
     if not _close(w, ref_w):
-        _fail(name, f"output is right but the weights are not (max error {_maxerr(w, ref_w):.3g}): return the softmax probabilities, each row summing to 1")
+        _fail(name, "output is right but the weights are not (max error "
+                    f"{_maxerr(w, ref_w):.3g}): return the softmax probabilities, each "
+                    "row summing to 1")
     n += 1
-    # masks: one per (query, key) pair, a padding mask (B, 1, 1, Lk) and a causal mask (1, 1, Lq, Lk) that must broadcast
+    # masks: one per (query, key) pair, a padding mask (B, 1, 1, Lk) and a causal mask (1, 1,
+    # Lq, Lk) that must broadcast
     for mask, what in ((_row_mask(B, 1, Lq, Lk, seed=4), f"a mask of shape {(B, 1, Lq, Lk)}"),
-                       (_row_mask(B, 1, 1, Lk, seed=5), f"a padding mask of shape {(B, 1, 1, Lk)}"),
-                       (torch.ones(Lq, Lk, dtype=torch.bool).tril()[None, None], f"a causal mask shared by the batch, shape {(1, 1, Lq, Lk)}")):
-        shared = f" (with {what}: let broadcasting spread the mask over the batch; do not view or expand it with the batch size)"
-        res = _hinted(shared if mask.size(0) == 1 else '', lambda: _call(name, fn, q, k, v, mask))
+                       (_row_mask(B, 1, 1, Lk, seed=5),
+                        f"a padding mask of shape {(B, 1, 1, Lk)}"),
+                       (torch.ones(Lq, Lk, dtype=torch.bool).tril()[None, None],
+                        f"a causal mask shared by the batch, shape {(1, 1, Lq, Lk)}")):
+        shared = (
+            f" (with {what}: let broadcasting spread the mask over the batch; do not view or"
+            " expand it with the batch size)"
+        )
+        res = _hinted(shared if mask.size(0) == 1 else '',
+                      lambda: _call(name, fn, q, k, v, mask))
         out, w = _pair(name, res, (B, H, Lq, d), (B, H, Lq, Lk), shapes)
         ref = _sdpa(q, k, v, mask)[0]
         assert _close(ref, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
         if not _close(out, ref):
-            if torch.isnan(out).any(): _fail(name, f"output has NaN with {what}: fill masked scores with a very negative number (float('-inf') or torch.finfo(scores.dtype).min) before the softmax, and only where the mask is False")
+            if torch.isnan(out).any():
+                _fail(name, f"output has NaN with {what}: fill masked scores with a very "
+                            "negative number (float('-inf') or torch.finfo(scores.dtype).min) "
+                            "before the softmax, and only where the mask is False")
             msg = _diagnose(out, [
-                (_sdpa(q, k, v)[0], "the mask is ignored: fill the scores where mask is False with float('-inf')"),
-                (_sdpa(q, k, v, mask, mask_mode='reversed')[0], "mask polarity reversed: True means may attend, so fill where the mask is False (~mask)"),
-                (_sdpa(q, k, v, mask, mask_mode='after')[0], "masking after the softmax: the weights no longer sum to 1; mask the scores before the softmax"),
-                (_sdpa(q, k, v, mask, mask_mode='tiny')[0], "masked scores filled with +1e-9, which is about 0, not -inf: masked keys still get weight; use float('-inf')"),
-                (_sdpa(q, k, v, mask, mask_mode='zero')[0], "masked scores filled with 0, not -inf: masked keys still get weight"),
-                (_sdpa(q, k, v, mask, mask_mode='zero_kept')[0], "after the softmax the weights are zeroed where the mask is True: zero them where it is False (~mask), the keys that were hidden"),
+                (_sdpa(q, k, v)[0],
+                 "the mask is ignored: fill the scores where mask is False with float('-inf')"),
+                (_sdpa(q, k, v, mask, mask_mode='reversed')[0],
+                 "mask polarity reversed: True means may attend, so fill where the mask "
+                 "is False (~mask)"),
+                (_sdpa(q, k, v, mask, mask_mode='after')[0],
+                 "masking after the softmax: the weights no longer sum to 1; mask the scores "
+                 "before the softmax"),
+                (_sdpa(q, k, v, mask, mask_mode='tiny')[0],
+                 "masked scores filled with +1e-9, which is about 0, not -inf: masked keys "
+                 "still get weight; use float('-inf')"),
+                (_sdpa(q, k, v, mask, mask_mode='zero')[0],
+                 "masked scores filled with 0, not -inf: masked keys still get weight"),
+                (_sdpa(q, k, v, mask, mask_mode='zero_kept')[0],
+                 "after the softmax the weights are zeroed where the mask is True: zero them "
+                 "where it is False (~mask), the keys that were hidden"),
             ]) or f"output differs from the reference with {what}"
-            _fail(name, f"{msg} (seen: correct without a mask, max error {_maxerr(out, ref):.3g} with {what})")
+            _fail(name, f"{msg} (seen: correct without a mask, max error "
+                        f"{_maxerr(out, ref):.3g} with {what})")
         n += 1
     # any leading dims, d_v != d_k
     q3, k3, v3 = _randn(B, Lq, d, seed=6), _randn(B, Lk, d, seed=7), _randn(B, Lk, 5, seed=8)
     try: res = fn(q3, k3, v3)
     except Exception as e:
-        _fail(name, f"works on 4-D inputs but raised {type(e).__name__}: {e} on 3-D inputs query {(B, Lq, d)}, key {(B, Lk, d)}, value {(B, Lk, 5)}: use key.transpose(-2, -1) and size(-1), not fixed axes")
-    out, w = _pair(name, res, (B, Lq, 5), (B, Lq, Lk), f" for 3-D query {(B, Lq, d)}, key {(B, Lk, d)}, value {(B, Lk, 5)} (d_v = 5 differs from d_k = {d})")
+        _fail(name, f"works on 4-D inputs but raised {type(e).__name__}: {e} on 3-D inputs "
+                    f"query {(B, Lq, d)}, key {(B, Lk, d)}, value {(B, Lk, 5)}: use "
+                    "key.transpose(-2, -1) and size(-1), not fixed axes")
+    out, w = _pair(name, res, (B, Lq, 5), (B, Lq, Lk),
+                   f" for 3-D query {(B, Lq, d)}, key {(B, Lk, d)}, value {(B, Lk, 5)} (d_v = "
+                   f"5 differs from d_k = {d})")
     if not _close(out, _sdpa(q3, k3, v3)[0]):
-        if _close(out, _sdpa(q3, k3, v3, scale=1 / math.sqrt(5))[0]): _fail(name, "scores divided by sqrt(d_v), the width of value: divide by sqrt(d_k), query.size(-1) (seen with d_k = 8, d_v = 5)")
+        if _close(out, _sdpa(q3, k3, v3, scale=1 / math.sqrt(5))[0]):
+            _fail(name, "scores divided by sqrt(d_v), the width of value: divide by sqrt(d_k), "
+                        "query.size(-1) (seen with d_k = 8, d_v = 5)")
         _fail(name, "correct on 4-D inputs but wrong on 3-D inputs (B, L, d) with d_v != d_k")
     n += 1
     # float64 stays float64, to float64 precision
     q64, k64, v64 = q3.double(), k3.double(), v3.double()
-    out, w = _pair(name, _call(name, fn, q64, k64, v64), (B, Lq, 5), (B, Lq, Lk), " for float64 inputs")
+    out, w = _pair(name, _call(name, fn, q64, k64, v64), (B, Lq, 5), (B, Lq, Lk),
+                   " for float64 inputs")
     if out.dtype != torch.float64 or w.dtype != torch.float64:
-        _fail(name, f"float64 inputs gave output {out.dtype} and weights {w.dtype}: keep the input's dtype (no torch.tensor(..., dtype=torch.float32) or .float() inside)")
+        _fail(name, f"float64 inputs gave output {out.dtype} and weights {w.dtype}: keep "
+                    "the input's dtype (no torch.tensor(..., dtype=torch.float32) or "
+                    ".float() inside)")
     if not torch.allclose(out, _sdpa(q64, k64, v64)[0], atol=1e-10, rtol=1e-10):
-        _fail(name, f"float64 inputs lose precision (max error {_maxerr(out, _sdpa(q64, k64, v64)[0]):.3g}): compute in the input's dtype")
+        _fail(name, "float64 inputs lose precision (max error "
+                    f"{_maxerr(out, _sdpa(q64, k64, v64)[0]):.3g}): compute in "
+                    "the input's dtype")
     n += 1
     # one query, one key: the single weight is exactly 1
     for lq, lk in ((1, Lk), (Lq, 1), (1, 1)):
         q1, k1, v1 = q3[:, :lq], k3[:, :lk], v3[:, :lk]
-        out, w = _pair(name, _call(name, fn, q1, k1, v1), (B, lq, 5), (B, lq, lk), f" for Lq = {lq}, Lk = {lk}: a single query or key keeps its axis, so do not squeeze() it away")
+        out, w = _pair(name, _call(name, fn, q1, k1, v1), (B, lq, 5), (B, lq, lk),
+                       f" for Lq = {lq}, Lk = {lk}: a single query or key keeps its axis, so "
+                       "do not squeeze() it away")
         if torch.isnan(out).any() or not _close(out, _sdpa(q1, k1, v1)[0]):
-            _fail(name, f"wrong for Lq = {lq}, Lk = {lk} (a single query or key){' (NaN in the output)' if torch.isnan(out).any() else ''}: do not squeeze dimensions or index fixed positions; with one key its weight is 1")
+            _fail(
+                name,
+                f"wrong for Lq = {lq}, Lk = {lk} (a single query or"
+                f" key){' (NaN in the output)' if torch.isnan(out).any() else ''}: do not"
+                " squeeze dimensions or index fixed positions; with one key its weight is 1",
+            )
     n += 1
-    # a query whose keys are all masked (left padding with a causal mask): no NaN, the other queries unchanged
+    # a query whose keys are all masked (left padding with a causal mask): no NaN, the other
+    # queries unchanged
     mask = _row_mask(B, 1, Lq, Lk, seed=4); mask[0, 0, 1] = False
     out, w = _pair(name, _call(name, fn, q, k, v, mask), (B, H, Lq, d), (B, H, Lq, Lk), shapes)
     if not torch.isfinite(out).all() or not torch.isfinite(w).all():
-        _fail(name, "NaN for a query whose keys are all masked (left padding with a causal mask makes such rows, chapter 1): "
-                    "softmax over a row of -inf is 0/0; fill with torch.finfo(scores.dtype).min instead, or set the masked weights to 0 after the softmax")
+        _fail(name, "NaN for a query whose keys are all masked (left padding with a causal "
+                    "mask makes such rows, chapter 1): "
+                    "softmax over a row of -inf is 0/0; fill with "
+                    "torch.finfo(scores.dtype).min instead, or set the masked weights to 0 "
+                    "after the softmax")
     keep = torch.ones(Lq, dtype=torch.bool); keep[1] = False
     if not _close(out[0, :, keep], _sdpa(q, k, v, mask)[0][0, :, keep]):
-        _fail(name, "wrong for the other queries of a batch in which one query has all its keys masked")
+        _fail(name, "wrong for the other queries of a batch in which one query has "
+                    "all its keys masked")
     n += 1
     _passed(name, n)
 
 # %% ../../nbs/13a_attention_checks.ipynb #a1620476
 def _tokens(B, L, pad_id, lengths, seed=0):
-    "Random token ids (never `pad_id`, sometimes 0) padded with `pad_id` after each sequence's length."
+    """Random token ids (never `pad_id`, sometimes 0) padded with `pad_id` after each sequence's
+    length."""
     t = torch.randint(0, 9, (B, L), generator=torch.Generator().manual_seed(seed))
     t[t == pad_id] = pad_id + 1
     for b, n in enumerate(lengths): t[b, n:] = pad_id
@@ -150,45 +218,78 @@ def _tokens(B, L, pad_id, lengths, seed=0):
 
 @_keeps_rng
 def check_padding_mask(fn: Callable) -> None:
-    "Check `fn(tokens, pad_id)` returns the (B, 1, 1, L) boolean mask, True = real token (may attend): padding anywhere (left padding too), any integer dtype, B = L = 1."
+    """Check `fn(tokens, pad_id)` returns the (B, 1, 1, L) boolean mask, True = real token (may
+    attend): padding anywhere (left padding too), any integer dtype, B = L = 1."""
     name, n = 'padding_mask', 0
     for pad_id, lengths, seed in ((0, (6, 3, 4), 0), (3, (2, 6, 5), 1)):
         tokens = _tokens(3, 6, pad_id, lengths, seed)
         B, L = tokens.shape
         out, ref = _call(name, fn, tokens, pad_id), padding_mask(tokens, pad_id)
-        if not isinstance(out, torch.Tensor): _fail(name, f"should return a tensor, got {type(out).__name__}")
+        if not isinstance(out, torch.Tensor):
+            _fail(name, f"should return a tensor, got {type(out).__name__}")
         if out.dtype != torch.bool:
-            _fail(name, f"returned dtype {out.dtype}: return a boolean tensor, True where a token is real (may attend), e.g. tokens != pad_id")
+            _fail(name, f"returned dtype {out.dtype}: return a boolean tensor, True where a "
+                        "token is real (may attend), e.g. tokens != pad_id")
         if out.shape != ref.shape:
             if tuple(out.shape) == (B, L):
-                _fail(name, f"shape {(B, L)}: add two axes, (B, 1, 1, L) = {(B, 1, 1, L)}, so it broadcasts over heads and queries of the scores (B, H, Lq, Lk)")
+                _fail(name, f"shape {(B, L)}: add two axes, (B, 1, 1, L) = "
+                            f"{(B, 1, 1, L)}, so it broadcasts over heads and queries of "
+                            "the scores (B, H, Lq, Lk)")
             if out.numel() == B * L and out.shape[-1] == 1:
-                _fail(name, f"shape {_shape(out)} masks queries, not keys: padding hides padded KEYS, so the length goes last: {(B, 1, 1, L)}")
+                _fail(name, f"shape {_shape(out)} masks queries, not keys: padding hides "
+                            f"padded KEYS, so the length goes last: {(B, 1, 1, L)}")
             if tuple(out.shape) == (B, 1, L, L):
-                _fail(name, f"shape {(B, 1, L, L)} hides padded queries as well as padded keys: a padding mask hides keys only, shaped {(B, 1, 1, L)}; it broadcasts over the queries")
+                _fail(name, f"shape {(B, 1, L, L)} hides padded queries as well as padded "
+                            f"keys: a padding mask hides keys only, shaped {(B, 1, 1, L)}; it "
+                            "broadcasts over the queries")
             _fail(name, f"shape {_shape(out)}, expected (B, 1, 1, L) = {(B, 1, 1, L)}")
-        if torch.equal(out, ~ref): _fail(name, "polarity reversed: True marks padding here, but True must mean a real token that may be attended to")
+        if torch.equal(out, ~ref):
+            _fail(name, "polarity reversed: True marks padding here, but True must mean a real "
+                        "token that may be attended to")
         if pad_id != 0 and torch.equal(out, tokens[:, None, None, :] != 0):
             _fail(name, f"ignores pad_id: the mask compares with 0 although pad_id = {pad_id}")
         if not torch.equal(out, ref):
-            _fail(name, f"wrong values for pad_id = {pad_id}: expected True exactly where tokens != pad_id")
+            _fail(name, f"wrong values for pad_id = {pad_id}: expected True exactly where "
+                        "tokens != pad_id")
         n += 3
-    # left padding (chapter 2's left-padded batches), a row of padding only, one token, int32 ids
-    left = _tokens(3, 6, 0, (6, 3, 0), seed=2).flip(1)  # (B, L): padding first; row 2 is all padding
-    for tokens, what in ((left, "a left-padded batch (padding first, one row all padding)"),
-                         (left[:1, -1:], "a single token (B = 1, L = 1)"), (left.int(), "int32 token ids")):
+    # left padding (chapter 2's left-padded batches), a row of padding only, one token, int32
+    # ids
+    # (B, L): padding first; row 2 is all padding
+    left = _tokens(3, 6, 0, (6, 3, 0), seed=2).flip(1)
+    for tokens, what in (
+        (left, "a left-padded batch (padding first, one row all padding)"),
+        (left[:1, -1:], "a single token (B = 1, L = 1)"),
+        (left.int(), "int32 token ids"),
+    ):
         out, ref = _call(name, fn, tokens, 0), padding_mask(tokens, 0)
-        if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.dtype != torch.bool:
-            _fail(name, f"returned {type(out).__name__} {_shape(out)} {getattr(out, 'dtype', '')} for {what} of shape {_shape(tokens)}, expected a boolean {tuple(ref.shape)}: do not squeeze axes or assume a batch size, length or dtype")
+        if not isinstance(out,
+                          torch.Tensor) or out.shape != ref.shape or out.dtype != torch.bool:
+            _fail(
+                name,
+                f"returned {type(out).__name__} {_shape(out)} {getattr(out, 'dtype', '')} for"
+                f" {what} of shape {_shape(tokens)}, expected a boolean {tuple(ref.shape)}: do"
+                " not squeeze axes or assume a batch size, length or dtype",
+            )
         if not torch.equal(out, ref):
             lengths = (tokens != 0).sum(1, keepdim=True)  # (B, 1)
             from_lengths = (torch.arange(tokens.size(1)) < lengths)[:, None, None, :]
             rows = out.reshape(tokens.shape).int()
             prefix = bool((rows.diff(dim=-1) <= 0).all())  # every row True...True False...False
-            msg = ("built from the sequence lengths (True on the first n positions), which assumes the padding comes last: "
-                   "compare every token with pad_id (tokens != pad_id) so padding anywhere is hidden") if torch.equal(out, from_lengths) else (
-                  "True on a prefix of each row, which assumes the padding comes last: compare every token with pad_id (tokens != pad_id)") if prefix else "wrong values"
-            _fail(name, f"{msg} (seen: correct for right padding, wrong for {what}: got {out.reshape(tokens.shape).int().tolist()}, expected {ref.reshape(tokens.shape).int().tolist()})")
+            msg = (
+                "built from the sequence lengths (True on the first n positions), which assumes"
+                " the padding comes last: compare every token with pad_id (tokens != pad_id) so"
+                " padding anywhere is hidden"
+                if torch.equal(out, from_lengths)
+                else (
+                    "True on a prefix of each row, which assumes the padding comes last:"
+                    " compare every token with pad_id (tokens != pad_id)"
+                    if prefix
+                    else "wrong values"
+                )
+            )
+            _fail(name, f"{msg} (seen: correct for right padding, wrong for {what}: got "
+                        f"{out.reshape(tokens.shape).int().tolist()}, expected "
+                        f"{ref.reshape(tokens.shape).int().tolist()})")
     n += 3
     _passed(name, n)
 
@@ -198,21 +299,38 @@ def check_causal_mask(fn: Callable) -> None:
     name, n = 'causal_mask', 0
     for size in (4, 7, 1, 33):  # 33: longer than a small precomputed mask
         out = _call(name, fn, size)
-        if not isinstance(out, torch.Tensor): _fail(name, f"should return a tensor, got {type(out).__name__}")
+        if not isinstance(out, torch.Tensor):
+            _fail(name, f"should return a tensor, got {type(out).__name__}")
         if tuple(out.shape) not in ((size, size), (1, size, size), (1, 1, size, size)):
-            hint = ": build the mask from size (or slice a precomputed one to [:size, :size] and make sure it is large enough)" if out.dim() >= 2 and out.shape[-1] == out.shape[-2] else ""
-            _fail(name, f"shape {_shape(out)} for size = {size}, expected (1, 1, size, size) = {(1, 1, size, size)}{hint}")
+            hint = (
+                ": build the mask from size (or slice a precomputed one to [:size, :size] and"
+                " make sure it is large enough)"
+                if out.dim() >= 2 and out.shape[-1] == out.shape[-2]
+                else ""
+            )
+            _fail(name, f"shape {_shape(out)} for size = {size}, expected (1, 1, size, size) = "
+                        f"{(1, 1, size, size)}{hint}")
         if out.dtype != torch.bool:
-            hint = " (an additive 0 / -inf mask)" if out.is_floating_point() and torch.isinf(out).any() else ""
-            _fail(name, f"returned dtype {out.dtype}{hint}: this course uses boolean masks, True = may attend")
+            hint = " (an additive 0 / -inf mask)" if out.is_floating_point() and torch.isinf(
+                out).any() else ""
+            _fail(name, f"returned dtype {out.dtype}{hint}: this course uses boolean masks, "
+                        "True = may attend")
         m, ones = out.reshape(size, size), torch.ones(size, size, dtype=torch.bool)
         ref = ones.tril()
         if not torch.equal(m, ref):
             msg = _diagnose(m.float(), [
-                (ones.triu().float(), "shows the future: True on and above the diagonal (upper triangle) lets query i see keys j > i; use tril"),
-                (ones.tril(-1).float(), "hides the diagonal: each position must attend to itself (j <= i, tril with diagonal 0); the first row would be all masked"),
-                (ones.triu(1).float(), "polarity reversed: True marks the future (nn.Transformer's convention), but here True = may attend; use tril"),
-                (ones.tril(1).float(), "each position also sees the next one: tril(1) keeps one diagonal above the main one; use tril() (diagonal 0)"),
+                (ones.triu().float(),
+                 "shows the future: True on and above the diagonal (upper triangle) lets query "
+                 "i see keys j > i; use tril"),
+                (ones.tril(-1).float(),
+                 "hides the diagonal: each position must attend to itself (j <= i, tril with "
+                 "diagonal 0); the first row would be all masked"),
+                (ones.triu(1).float(),
+                 "polarity reversed: True marks the future (nn.Transformer's convention), but "
+                 "here True = may attend; use tril"),
+                (ones.tril(1).float(),
+                 "each position also sees the next one: tril(1) keeps one diagonal above the "
+                 "main one; use tril() (diagonal 0)"),
             ]) or "wrong values"
             _fail(name, f"{msg} (seen for size = {size}: {m.int().tolist()})")
         n += 3
@@ -227,7 +345,9 @@ def _batch_leak(fn, x, *args):
 
 @_keeps_rng
 def check_split_heads(fn: Callable) -> None:
-    "Check `fn(x, num_heads)`: `(B, L, d_model) -> (B, num_heads, L, d_model // num_heads)`, head `h` gets features `h*d_head:(h+1)*d_head`; any dtype, L = 1; an error when num_heads does not divide d_model."
+    """Check `fn(x, num_heads)`: `(B, L, d_model) -> (B, num_heads, L, d_model // num_heads)`,
+    head `h` gets features `h*d_head:(h+1)*d_head`; any dtype, L = 1; an error when num_heads
+    does not divide d_model."""
     name, n = 'split_heads', 0
     B, L, d = 2, 5, 12
     x = _randn(B, L, d, seed=10)
@@ -235,68 +355,128 @@ def check_split_heads(fn: Callable) -> None:
         dh = d // H
         out = _call(name, fn, x, H)
         ref = split_heads(x, H)
-        if not isinstance(out, torch.Tensor): _fail(name, f"should return a tensor, got {type(out).__name__}")
+        if not isinstance(out, torch.Tensor):
+            _fail(name, f"should return a tensor, got {type(out).__name__}")
         if out.shape != ref.shape:
             got = tuple(out.shape)
             if got == (B, dh, L, H):
-                msg = "split into chunks of size num_heads (giving d_model // num_heads heads) instead of num_heads chunks of size d_model // num_heads"
-            elif got == (B, L, H, dh): msg = "heads are split but not moved before the positions: transpose(1, 2)"
-            elif got == (B, H, dh, L): msg = "the last two axes are swapped: each head should be (L, d_head); transpose(1, 2), not transpose(1, 3)"
-            elif got == (L, H, B, dh): msg = "batch and length swapped: x is batch-first (B, L, d_model); unpack B, L, d_model = x.shape"
-            elif got == (B * H, L, dh): msg = "heads folded into the batch axis: keep a separate head axis, (B, num_heads, L, d_head)"
+                msg = (
+                    "split into chunks of size num_heads (giving d_model // num_heads heads)"
+                    " instead of num_heads chunks of size d_model // num_heads"
+                )
+            elif got == (B, L, H, dh):
+                msg = "heads are split but not moved before the positions: transpose(1, 2)"
+            elif got == (B, H, dh, L):
+                msg = (
+                    "the last two axes are swapped: each head should be (L, d_head);"
+                    " transpose(1, 2), not transpose(1, 3)"
+                )
+            elif got == (L, H, B, dh):
+                msg = (
+                    "batch and length swapped: x is batch-first (B, L, d_model); unpack B, L,"
+                    " d_model = x.shape"
+                )
+            elif got == (B * H, L, dh):
+                msg = (
+                    "heads folded into the batch axis: keep a separate head axis, (B,"
+                    " num_heads, L, d_head)"
+                )
             else: msg = "wrong shape"
-            _fail(name, f"{msg} (seen: shape {got} for x {(B, L, d)} and num_heads = {H}, expected (B, num_heads, L, d_head) = {tuple(ref.shape)})")
+            _fail(name, f"{msg} (seen: shape {got} for x {(B, L, d)} and num_heads = {H}, "
+                        f"expected (B, num_heads, L, d_head) = {tuple(ref.shape)})")
         if _batch_leak(lambda t: fn(t, H), x):
-            _fail(name, "batch elements get mixed: the output for batch element 0 changes when only batch element 1 changes; keep the batch axis first")
+            _fail(name, "batch elements get mixed: the output for batch element 0 changes when "
+                        "only batch element 1 changes; keep the batch axis first")
         if not torch.equal(out, ref):
             msg = _diagnose(out, [
-                (x.reshape(B, H, L, dh), "reshaped straight to (B, H, L, d_head) without a transpose: each head now mixes positions; view as (B, L, H, d_head), then transpose(1, 2)"),
-                (x.view(B, L, dh, H).permute(0, 3, 1, 2), "heads interleaved: head h got features h, h + H, h + 2H, ...; give head h the contiguous block h*d_head:(h+1)*d_head"),
+                (x.reshape(B, H, L, dh),
+                 "reshaped straight to (B, H, L, d_head) without a transpose: each head now "
+                 "mixes positions; view as (B, L, H, d_head), then transpose(1, 2)"),
+                (x.view(B, L, dh, H).permute(0, 3, 1, 2),
+                 "heads interleaved: head h got features h, h + H, h + 2H, ...; give head h "
+                 "the contiguous block h*d_head:(h+1)*d_head"),
             ]) or "wrong values"
             _fail(name, f"{msg} (seen: correct with one head, wrong with num_heads = {H})")
         n += 2
     # float64 kept exactly; one sequence of one position
-    for xx, H, what in ((x.double(), 3, "float64 input"), (x[:1, :1], 3, f"a single position, x of shape {(1, 1, d)}")):
+    for xx, H, what in ((x.double(), 3, "float64 input"),
+                        (x[:1, :1], 3, f"a single position, x of shape {(1, 1, d)}")):
         out = _call(name, fn, xx, H)
-        if not isinstance(out, torch.Tensor) or out.dtype != xx.dtype or out.shape != split_heads(xx, H).shape or not torch.equal(out, split_heads(xx, H)):
-            _fail(name, f"wrong for {what} and num_heads = {H} (got {type(out).__name__} {_shape(out)} {getattr(out, 'dtype', '')}, expected {tuple(split_heads(xx, H).shape)} {xx.dtype}): a split only moves numbers, so keep the dtype and do not squeeze axes")
+        if (
+            not isinstance(out, torch.Tensor)
+            or out.dtype != xx.dtype
+            or out.shape != split_heads(xx, H).shape
+            or not torch.equal(out, split_heads(xx, H))
+        ):
+            _fail(
+                name,
+                f"wrong for {what} and num_heads = {H} (got {type(out).__name__} {_shape(out)}"
+                f" {getattr(out, 'dtype', '')}, expected {tuple(split_heads(xx, H).shape)}"
+                f" {xx.dtype}): a split only moves numbers, so keep the dtype and do not"
+                " squeeze axes",
+            )
     n += 2
     # num_heads must divide d_model: a silent reshape here changes the sequence length
     try: res = fn(x, 5)
     except Exception: res = None
     if isinstance(res, torch.Tensor):
-        how = (f"a view with -1 for the length made up a length of {res.shape[2]}" if res.dim() == 4 and res.shape[2] != L
-               else f"it made {res.shape[1]} heads, not 5" if res.dim() == 4 and res.shape[1] != 5 else "the heads cannot all have the same width")
-        _fail(name, f"returned a tensor of shape {_shape(res)} for d_model = {d} and num_heads = 5, which does not divide it ({how}): raise an error that names both")
+        how = (f"a view with -1 for the length made up a length of {res.shape[2]}"
+               if res.dim() == 4 and res.shape[2] != L else
+               f"it made {res.shape[1]} heads, not 5" if res.dim() == 4 and res.shape[1] != 5
+               else "the heads cannot all have the same width")
+        _fail(name, f"returned a tensor of shape {_shape(res)} for d_model = {d} and num_heads "
+                    f"= 5, which does not divide it ({how}): raise an error that names both")
     n += 1
     _passed(name, n)
 
 @_keeps_rng
 def check_merge_heads(fn: Callable) -> None:
-    "Check `fn(x)`: `(B, H, L, d_head) -> (B, L, H * d_head)`, the inverse of `split_heads`; any dtype, B = L = 1."
+    """Check `fn(x)`: `(B, H, L, d_head) -> (B, L, H * d_head)`, the inverse of `split_heads`;
+    any dtype, B = L = 1."""
     name, n = 'merge_heads', 0
     for B, H, L, dh, seed in ((2, 1, 5, 6, 11), (2, 3, 5, 4, 12), (3, 4, 2, 3, 13)):
         x = _randn(B, H, L, dh, seed=seed)
         out, ref = _call(name, fn, x), merge_heads(x)
-        if not isinstance(out, torch.Tensor): _fail(name, f"should return a tensor, got {type(out).__name__}")
+        if not isinstance(out, torch.Tensor):
+            _fail(name, f"should return a tensor, got {type(out).__name__}")
         if out.shape != ref.shape:
-            _fail(name, f"shape {_shape(out)} for x {(B, H, L, dh)}, expected (B, L, H * d_head) = {tuple(ref.shape)}")
+            _fail(name, f"shape {_shape(out)} for x {(B, H, L, dh)}, expected (B, L, H * "
+                        f"d_head) = {tuple(ref.shape)}")
         if _batch_leak(fn, x):
-            _fail(name, "batch elements get mixed: the output for batch element 0 changes when only batch element 1 changes; the batch axis was permuted away, keep it first")
+            _fail(name, "batch elements get mixed: the output for batch element 0 changes "
+                        "when only batch element 1 changes; the batch axis was permuted "
+                        "away, keep it first")
         if not torch.equal(out, ref):
             msg = _diagnose(out, [
-                (x.reshape(B, L, H * dh), "merged without the transpose: reshape of (B, H, L, d_head) to (B, L, H * d_head) mixes positions; transpose(1, 2) first"),
-                (x.permute(0, 2, 3, 1).reshape(B, L, H * dh), "heads interleaved: features of one head must stay a contiguous block"),
-                (x.transpose(1, 3).reshape(B, L, H * dh), "transpose(1, 3) moves d_head, not the heads: transpose(1, 2) back to (B, L, H, d_head), then reshape"),
+                (x.reshape(B, L, H * dh),
+                 "merged without the transpose: reshape of (B, H, L, d_head) to (B, L, H * "
+                 "d_head) mixes positions; transpose(1, 2) first"),
+                (x.permute(0, 2, 3, 1).reshape(B, L, H * dh),
+                 "heads interleaved: features of one head must stay a contiguous block"),
+                (x.transpose(1, 3).reshape(B, L, H * dh),
+                 "transpose(1, 3) moves d_head, not the heads: transpose(1, 2) back to (B, L, "
+                 "H, d_head), then reshape"),
             ]) or "wrong values"
-            _fail(name, f"{msg} (seen: correct with one head, wrong with H = {H})" if H > 1 else msg)
-        if not torch.equal(_call(name, fn, split_heads(ref, H)), ref): _fail(name, "merge_heads(split_heads(x)) is not x")
+            _fail(name,
+                  f"{msg} (seen: correct with one head, wrong with H = {H})" if H > 1 else msg)
+        if not torch.equal(_call(name, fn, split_heads(ref, H)), ref):
+            _fail(name, "merge_heads(split_heads(x)) is not x")
         n += 2
     # float64 kept exactly; one sequence of one position
-    for x, what in ((_randn(2, 3, 5, 4, seed=14).double(), "float64 input"), (_randn(1, 3, 1, 4, seed=15), f"a single position, x of shape {(1, 3, 1, 4)}")):
+    for x, what in (
+        (_randn(2, 3, 5, 4, seed=14).double(), "float64 input"),
+        (_randn(1, 3, 1, 4, seed=15), f"a single position, x of shape {(1, 3, 1, 4)}"),
+    ):
         out, ref = _call(name, fn, x), merge_heads(x)
-        if not isinstance(out, torch.Tensor) or out.dtype != x.dtype or out.shape != ref.shape or not torch.equal(out, ref):
-            _fail(name, f"wrong for {what} (got {type(out).__name__} {_shape(out)} {getattr(out, 'dtype', '')}, expected {tuple(ref.shape)} {x.dtype}): a merge only moves numbers, so keep the dtype and do not squeeze axes")
+        if not isinstance(
+                out, torch.Tensor
+        ) or out.dtype != x.dtype or out.shape != ref.shape or not torch.equal(out, ref):
+            _fail(
+                name,
+                f"wrong for {what} (got {type(out).__name__} {_shape(out)}"
+                f" {getattr(out, 'dtype', '')}, expected {tuple(ref.shape)} {x.dtype}): a merge"
+                " only moves numbers, so keep the dtype and do not squeeze axes",
+            )
     n += 2
     _passed(name, n)
 
@@ -304,7 +484,8 @@ def check_merge_heads(fn: Callable) -> None:
 class _Unmappable(Exception): pass
 
 def _fill_(module, seed, scale=0.3):
-    "Give every parameter of `module` seeded random values (biases and norms too, so none hides)."
+    """Give every parameter of `module` seeded random values (biases and norms too, so none
+    hides)."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in module.parameters(): p.copy_(torch.randn(p.shape, generator=g) * scale)
@@ -313,8 +494,10 @@ def _fill_(module, seed, scale=0.3):
     return module
 
 def _load_mha(student, ref, order=(0, 1, 2, 3)):
-    """Copy `ref`'s projections into `student`'s parameters, matched by shape in registration order
-    (q, k, v, o permuted by `order`; a fused (3d, d) counts as three, a fused (2d, d) as two); biases the student lacks are zeroed in `ref`."""
+    """Copy `ref`'s projections into `student`'s parameters, matched by shape in registration
+    order
+    (q, k, v, o permuted by `order`; a fused (3d, d) counts as three, a fused (2d, d) as two);
+    biases the student lacks are zeroed in `ref`."""
     d = ref.d_model
     slots = [ref.w_q, ref.w_k, ref.w_v, ref.w_o]
     slots = [slots[i] for i in order]
@@ -324,11 +507,17 @@ def _load_mha(student, ref, order=(0, 1, 2, 3)):
         for p in params:
             s = tuple(p.shape)
             if s == (d, d) and i < 4: p.copy_(slots[i].weight); last = [i]; i += 1
-            elif s[1:] == (d,) and s[0] in (2 * d, 3 * d) and i + s[0] // d <= 4:   # fused q/k/v or k/v
-                last = list(range(i, i + s[0] // d)); p.copy_(torch.cat([slots[j].weight for j in last])); i += len(last)
-            elif s == (d,) and len(last) == 1: p.copy_(slots[last[0]].bias); has_bias.add(last[0]); last = []
+            elif s[1:] == (d,) and s[0] in (2 * d, 3 * d) and i + s[0] // d <= 4:
+                # fused q/k/v or k/v
+                last = list(range(i, i + s[0] // d))
+                p.copy_(torch.cat([slots[j].weight for j in last]))
+                i += len(last)
+            elif s == (d,) and len(last) == 1:
+                p.copy_(slots[last[0]].bias); has_bias.add(last[0]); last = []
             elif s in ((2 * d,), (3 * d,)) and len(last) == s[0] // d:
-                p.copy_(torch.cat([slots[j].bias for j in last])); has_bias.update(last); last = []
+                p.copy_(torch.cat([slots[j].bias for j in last]))
+                has_bias.update(last)
+                last = []
             else: raise _Unmappable(s)
         if i != 4: raise _Unmappable(i)
         for j in range(4):
@@ -357,35 +546,61 @@ def _mha(ref, query, key, value, mask=None, v=()):
     return (out if 'no_out_proj' in v else ref.w_o(out)), w
 
 _MHA_MISTAKES = [
-    (('no_out_proj',), "no output projection: apply W_O (a d_model x d_model Linear) to the merged heads"),
-    (('scale_d_model',), "scores scaled by sqrt(d_model) instead of sqrt(d_head): each head has d_k = d_model // num_heads"),
-    (('split_no_transpose', 'merge_no_transpose'), "projections viewed as (B, H, L, d_head) without a transpose: view as (B, L, H, d_head), then transpose(1, 2)"),
-    (('split_no_transpose',), "split without a transpose: view the projections as (B, L, H, d_head), then transpose(1, 2)"),
-    (('merge_no_transpose',), "heads merged without the transpose: transpose(1, 2) back to (B, L, H, d_head) before the reshape"),
-    (('interleave',), "heads interleaved: head h should get the contiguous features h*d_head:(h+1)*d_head"),
-    (('kv_swap',), "key and value swapped: scores come from query and key, the output mixes value"),
-    (('kv_inputs',), "key and value swapped: the key projection must read `key` and the value projection `value`"),
+    (('no_out_proj',),
+     "no output projection: apply W_O (a d_model x d_model Linear) to the merged heads"),
+    (('scale_d_model',),
+     "scores scaled by sqrt(d_model) instead of sqrt(d_head): each head has d_k = "
+     "d_model // num_heads"),
+    (('split_no_transpose', 'merge_no_transpose'),
+     "projections viewed as (B, H, L, d_head) without a transpose: view as (B, L, H, d_head), "
+     "then transpose(1, 2)"),
+    (('split_no_transpose',),
+     "split without a transpose: view the projections as (B, L, H, d_head), "
+     "then transpose(1, 2)"),
+    (('merge_no_transpose',),
+     "heads merged without the transpose: transpose(1, 2) back to (B, L, H, d_head) "
+     "before the reshape"),
+    (('interleave',),
+     "heads interleaved: head h should get the contiguous features h*d_head:(h+1)*d_head"),
+    (('kv_swap',),
+     "key and value swapped: scores come from query and key, the output mixes value"),
+    (('kv_inputs',),
+     "key and value swapped: the key projection must read `key` and the value "
+     "projection `value`"),
     (('mask_reversed',), "mask polarity reversed: True means may attend"),
 ]
 
-# the order in which the student registered W_Q, W_K, W_V, W_O: the usual two first, then every other one
-_ORDERS = [(0, 1, 2, 3), (3, 0, 1, 2)] + [o for o in itertools.permutations(range(4)) if o not in ((0, 1, 2, 3), (3, 0, 1, 2))]
+# the order in which the student registered W_Q, W_K, W_V, W_O: the usual two first, then every
+# other one
+_ORDERS = [(0, 1, 2, 3), (3, 0, 1, 2)] + [
+    o for o in itertools.permutations(range(4)) if o not in ((0, 1, 2, 3), (3, 0, 1, 2))
+]
 
 def _param_shapes(m): return [tuple(p.shape) for p in m.parameters()]
 
 # %% ../../nbs/13a_attention_checks.ipynb #c0b72ec9
 @_keeps_rng
 def check_multi_head_attention(cls: Callable[..., torch.nn.Module]) -> None:
-    "Check `cls(d_model, num_heads)` with `forward(query, key, value, mask=None) -> (output, weights)`: one or several heads, any length from 1, float64 kept; parameter names do not matter."
+    """Check `cls(d_model, num_heads)` with `forward(query, key, value, mask=None) -> (output,
+    weights)`: one or several heads, any length from 1, float64 kept; parameter names do not
+    matter."""
     name, n = 'MultiHeadAttention', 0
     d, B, Lq, Lk = 12, 2, 4, 6
-    x, q, k, v = _randn(B, 5, d, seed=20), _randn(B, Lq, d, seed=21), _randn(B, Lk, d, seed=22), _randn(B, Lk, d, seed=23)
+    x, q, k, v = (
+        _randn(B, 5, d, seed=20),
+        _randn(B, Lq, d, seed=21),
+        _randn(B, Lk, d, seed=22),
+        _randn(B, Lk, d, seed=23),
+    )
     pad = _row_mask(B, 1, 1, Lk, seed=24)
     cases = [('self-attention', x, x, x, None), ('key != value', q, k, v, None),
-             (f'a padding mask {(B, 1, 1, Lk)}', q, k, v, pad), ('a causal mask', x, x, x, causal_mask(5)),
+             (f'a padding mask {(B, 1, 1, Lk)}', q, k, v, pad),
+             ('a causal mask', x, x, x, causal_mask(5)),
              ('one position (L = 1)', x[:, :1], x[:, :1], x[:, :1], None)]
-    hints = {'key != value': " (self-attention ran: does a view or reshape use the query's length or tensor for key and value? take each one's own size)",
-                  cases[2][0]: " (it runs without a mask: pass the (B, 1, 1, Lk) mask on as it is; it already broadcasts over heads and queries)"}
+    hints = {'key != value': " (self-attention ran: does a view or reshape use the query's "
+                             "length or tensor for key and value? take each one's own size)",
+                  cases[2][0]: " (it runs without a mask: pass the (B, 1, 1, Lk) mask on as it "
+                               "is; it already broadcasts over heads and queries)"}
     seen_ok = []
     for H in (1, 3):
         m = _build(name, cls, d, H)
@@ -398,23 +613,37 @@ def check_multi_head_attention(cls: Callable[..., torch.nn.Module]) -> None:
             except _Unmappable:
                 if order != orders[0]: continue
                 if sum(s == (d, d) for s in shapes) == 3 and (3 * d, d) not in shapes:
-                    _fail(name, f"found only three ({d}, {d}) projections {shapes}: is the output projection W_O missing?")
-                _fail(name, f"could not match the parameters {shapes} to W_Q, W_K, W_V, W_O: expected four ({d}, {d}) weights "
-                            f"(or a fused ({3 * d}, {d}) or ({2 * d}, {d}) among them), each optionally followed by its bias; "
-                            "per-head projections (num_heads layers of d_model -> d_head) are not recognized: use one Linear(d_model, d_model) per projection")
+                    _fail(name, f"found only three ({d}, {d}) projections {shapes}: is the "
+                                "output projection W_O missing?")
+                _fail(name, f"could not match the parameters {shapes} to W_Q, W_K, W_V, W_O: "
+                            f"expected four ({d}, {d}) weights "
+                            f"(or a fused ({3 * d}, {d}) or ({2 * d}, {d}) among them), each "
+                            "optionally followed by its bias; "
+                            "per-head projections (num_heads layers of d_model -> d_head) are "
+                            "not recognized: use one Linear(d_model, d_model) per projection")
             results = []
             for what, a, b, c, mask in cases:
                 Lkk = b.size(1)
-                expect = f" for query {_shape(a)}, key/value {_shape(b)}, num_heads = {H}: output (B, Lq, d_model), weights (B, num_heads, Lq, Lk)"
-                res = _hinted(hints.get(what, '') if results else '', lambda: _call(name, m, a, b, c, mask))
-                if first is None and not results and _random_between_calls(m, (a, b, c, mask), res[0] if isinstance(res, (tuple, list)) else res):
+                expect = (
+                    f" for query {_shape(a)}, key/value {_shape(b)}, num_heads = {H}: output"
+                    " (B, Lq, d_model), weights (B, num_heads, Lq, Lk)"
+                )
+                res = _hinted(
+                    hints.get(what, '') if results else '',
+                    lambda: _call(name, m, a, b, c, mask))
+                if first is None and not results and _random_between_calls(
+                        m, (a, b, c, mask), res[0] if isinstance(res, (tuple, list)) else res):
                     _fail(name, _DROPOUT_ON)
-                if isinstance(res, (tuple, list)) and len(res) == 2 and _shape(res[1]) == (B, d // H, a.size(1), Lkk) and d // H != H:
-                    _fail(name, f"weights have shape {_shape(res[1])}: {d // H} heads instead of {H}; split into num_heads chunks of size d_model // num_heads, not chunks of size num_heads")
+                if isinstance(res, (tuple, list)) and len(res) == 2 and _shape(
+                        res[1]) == (B, d // H, a.size(1), Lkk) and d // H != H:
+                    _fail(name, f"weights have shape {_shape(res[1])}: {d // H} heads instead "
+                                f"of {H}; split into num_heads chunks of size d_model // "
+                                "num_heads, not chunks of size num_heads")
                 out, w = _pair(name, res, (B, a.size(1), d), (B, H, a.size(1), Lkk), expect)
                 r_out, r_w = _mha(ref, a, b, c, mask)
                 results.append((what, out, w, r_out, r_w, (a, b, c, mask)))
-                if first is not None and not (_close(out, r_out) and _close(w, r_w)): break  # another order failed: next one
+                # another order failed: next one
+                if first is not None and not (_close(out, r_out) and _close(w, r_w)): break
             bad = [r for r in results if not (_close(r[1], r[3]) and _close(r[2], r[4]))]
             if first is None: first = (bad, results)
             if not bad: break
@@ -424,23 +653,40 @@ def check_multi_head_attention(cls: Callable[..., torch.nn.Module]) -> None:
             what, out, w, r_out, r_w, (a, b, c, mask) = bad[0]
             ok = [r[0] for r in results if r not in bad]
             if _close(out, r_out):
-                _fail(name, f"output right but weights wrong with {what}: return the attention probabilities (B, H, Lq, Lk)")
-            msg = _diagnose(out, [(_mha(ref, a, b, c, mask, vs)[0], m_) for vs, m_ in _MHA_MISTAKES])
+                _fail(name, f"output right but weights wrong with {what}: return the attention "
+                            "probabilities (B, H, Lq, Lk)")
+            msg = _diagnose(out,
+                            [(_mha(ref, a, b, c, mask, vs)[0], m_) for vs, m_ in _MHA_MISTAKES])
             if msg is None and what == 'key != value' and 'self-attention' in ok:
-                msg = "matches when key and value are the same tensor but not when they differ: are key and value swapped, or one used for both?"
-            if msg is None and mask is not None and _close(out, _mha(ref, a, b, c)[0]): msg = "the mask is ignored"
-            if msg is None: msg = f"output differs from the reference (max error {_maxerr(out, r_out):.3g})"
-            seen = f"num_heads = {H}, with {what}" + ("; correct with one head" if seen_ok else "") + (f"; correct with {', '.join(ok)}" if ok else "")
+                msg = (
+                    "matches when key and value are the same tensor but not when they differ:"
+                    " are key and value swapped, or one used for both?"
+                )
+            if msg is None and mask is not None and _close(out, _mha(ref, a, b, c)[0]):
+                msg = "the mask is ignored"
+            if msg is None:
+                msg = f"output differs from the reference (max error {_maxerr(out, r_out):.3g})"
+            seen = (
+                f"num_heads = {H}, with {what}"
+                + ("; correct with one head" if seen_ok else "")
+                + (f"; correct with {', '.join(ok)}" if ok else "")
+            )
             _fail(name, f"{msg} (seen: {seen})")
         seen_ok.append(H)
         n += len(cases)
-    # float64 module and inputs (the last module, loaded as matched above): float64 out, to float64 precision
+    # float64 module and inputs (the last module, loaded as matched above): float64 out, to
+    # float64 precision
     m64, ref64, x64 = m.double(), ref.double(), x.double()
-    out, w = _pair(name, _call(name, m64, x64, x64, x64), (B, 5, d), (B, H, 5, 5), " for float64 inputs")
+    out, w = _pair(name, _call(name, m64, x64, x64, x64), (B, 5, d), (B, H, 5, 5),
+                   " for float64 inputs")
     r_out, r_w = _mha(ref64, x64, x64, x64)
     if out.dtype != torch.float64 or w.dtype != torch.float64:
-        _fail(name, f"a float64 module and input gave output {out.dtype} and weights {w.dtype}: keep the input's dtype (no .float() or float32 tensors made inside forward)")
-    if not (torch.allclose(out, r_out, atol=1e-9, rtol=1e-9) and torch.allclose(w, r_w, atol=1e-9, rtol=1e-9)):
-        _fail(name, f"float64 inputs lose precision (max error {_maxerr(out, r_out):.3g}): compute in the input's dtype")
+        _fail(name, f"a float64 module and input gave output {out.dtype} and weights "
+                    f"{w.dtype}: keep the input's dtype (no .float() or float32 tensors "
+                    "made inside forward)")
+    if not (torch.allclose(out, r_out, atol=1e-9, rtol=1e-9)
+            and torch.allclose(w, r_w, atol=1e-9, rtol=1e-9)):
+        _fail(name, f"float64 inputs lose precision (max error {_maxerr(out, r_out):.3g}): "
+                    "compute in the input's dtype")
     n += 1
     _passed(name, n)

@@ -12,10 +12,13 @@ import torch
 from ..utils import keep_rng
 
 # %% ../../nbs/13_checks.ipynb #5bc4a3e1
-_INPUTS = {"seed": 0}  # added to the seed of every `_randn` input: 0 in a notebook; the batch grader draws one per run
+# added to the seed of every `_randn` input: 0 in a notebook; the batch grader draws one per run
+_INPUTS = {"seed": 0}
 
 def _randn(*shape, seed=0):
-    "A standard-normal tensor from its own seeded generator (the global RNG is left alone); its seed is shifted by `_INPUTS['seed']`, which the batch grader draws anew for each run, so that answers memorized for one run's inputs fail the next."
+    """A standard-normal tensor from its own seeded generator (the global RNG is left alone);
+    its seed is shifted by `_INPUTS['seed']`, which the batch grader draws anew for each run,
+    so that answers memorized for one run's inputs fail the next."""
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + _INPUTS["seed"]))
 
 def _fail(name, msg):
@@ -23,9 +26,11 @@ def _fail(name, msg):
     raise AssertionError(f"{name}: {msg}")
 
 class _Skipped(str):
-    "What a check returns when it cannot run here (a library it needs is missing): the reason, which a notebook shows as the cell's output and the batch grader counts as not passed."
+    """What a check returns when it cannot run here (a library it needs is missing): the reason,
+    which a notebook shows as the cell's output and the batch grader counts as not passed."""
     def __repr__(self): return str(self)
-    def _repr_mimebundle_(self, include=None, exclude=None):   # a MIME type of its own, so that a grader reading outputs can tell it
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        # a MIME type of its own, so that a grader reading outputs can tell it
         return {'text/plain': str(self), _SKIPPED_MIME: str(self)}
 
 _SKIPPED_MIME = 'application/vnd.transformer-tutorial.skipped+json'
@@ -34,37 +39,49 @@ def _shape(t):
     return tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
 
 def _close(a, b, atol=1e-5, rtol=1e-4):
-    "True when `a` is a tensor of `b`'s shape with the same values (NaN never matches); float64 against float64 is compared in float64, to float64's precision."
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape): return False
-    if a.dtype == b.dtype == torch.float64:   # float32 agreement would let a float64 answer computed in float32 through
-        return torch.allclose(a.detach(), b.detach(), atol=min(atol, 1e-10), rtol=min(rtol, 1e-8))
+    """True when `a` is a tensor of `b`'s shape with the same values (NaN never matches);
+    float64 against float64 is compared in float64, to float64's precision."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape):
+        return False
+    if a.dtype == b.dtype == torch.float64:
+        # float32 agreement would let a float64 answer computed in float32 through
+        return torch.allclose(a.detach(), b.detach(), atol=min(atol, 1e-10),
+                              rtol=min(rtol, 1e-8))
     return torch.allclose(a.detach().float(), b.detach().float(), atol=atol, rtol=rtol)
 
 def _maxerr(a, b):
     return (a.detach().double() - b.detach().double()).abs().max().item()
 
 def _real(name, out, what, noun):
-    "The student's `noun` as a float: a real number, Python's or NumPy's, or a one-element tensor; anything else, or an int too large for a float, fails in one sentence."
+    """The student's `noun` as a float: a real number, Python's or NumPy's, or a one-element
+    tensor; anything else, or an int too large for a float, fails in one sentence."""
     if isinstance(out, torch.Tensor):
-        if out.numel() != 1: _fail(name, f"returned a tensor of shape {tuple(out.shape)} for {what}: return one number")
+        if out.numel() != 1:
+            _fail(name, f"returned a tensor of shape {tuple(out.shape)} for {what}: "
+                        "return one number")
         out = out.item()
     if isinstance(out, bool) or not isinstance(out, numbers.Real):
         _fail(name, f"returned {type(out).__name__} for {what}: return {noun} as a number")
     try: return float(out)
-    except OverflowError: _fail(name, f"returned an int of {len(str(abs(int(out))))} digits for {what}, too large for a float: return {noun}, a float")
+    except OverflowError:
+        _fail(name, f"returned an int of {len(str(abs(int(out))))} digits for {what}, too "
+                    f"large for a float: return {noun}, a float")
 
 def _arg(a):
-    "One argument as a message shows it, on one line: a tensor's shape, a module's or generator's class, else its repr."
+    """One argument as a message shows it, on one line: a tensor's shape, a module's or
+    generator's class, else its repr."""
     if isinstance(a, torch.Tensor): return str(_shape(a))
     if isinstance(a, (torch.nn.Module, torch.Generator)): return f"a {type(a).__name__}"
     r = repr(a)
     return ' '.join(r.split()) if '\n' in r else r
 
-_RUN_FROM_TOP = ("; a name your code uses is not defined in this session: run the notebook's cells from the top, "
+_RUN_FROM_TOP = ("; a name your code uses is not defined in this session: run the notebook's "
+                 "cells from the top, "
                  "the import cell first (Run All)")
 
 def _call(name, fn, *args, **kw):
-    "Run the student's code; an exception, or a change to the caller's tensors, becomes an AssertionError that shows the input shapes."
+    """Run the student's code; an exception, or a change to the caller's tensors, becomes an
+    AssertionError that shows the input shapes."""
     before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
     shapes = ', '.join(_arg(a) for a in args)
     try:
@@ -72,18 +89,25 @@ def _call(name, fn, *args, **kw):
     except AssertionError: raise
     except Exception as e:
         hint = _RUN_FROM_TOP if isinstance(e, NameError) else ''
-        raise AssertionError(f"{name}: raised {type(e).__name__}: {e} (called with {shapes}){hint}") from e
-    changed = [k for k, (a, b) in enumerate(zip(args, before)) if b is not None and not torch.equal(a, b)]
+        raise AssertionError(f"{name}: raised {type(e).__name__}: {e} (called "
+                             f"with {shapes}){hint}") from e
+    changed = [
+        k for k, (a, b) in enumerate(zip(args, before))
+        if b is not None and not torch.equal(a, b)
+    ]
     if changed:
         which = ', '.join(f"#{k + 1} {_shape(args[k])}" for k in changed)
-        raise AssertionError(f"{name}: changed its input tensor {which} in place (called with {shapes}): the caller's tensors "
-                             "must come back as they were; compute new tensors (x.masked_fill(...), x * w) instead of "
+        raise AssertionError(f"{name}: changed its input tensor {which} in place (called with "
+                             f"{shapes}): the caller's tensors "
+                             "must come back as they were; compute new tensors "
+                             "(x.masked_fill(...), x * w) instead of "
                              "in-place operations (x.masked_fill_(...), x *= w, x[...] = ...)")
     _same_device(name, res, _device_of(args), f"called with {shapes}")
     return res
 
 def _device_of(args):
-    "Where the caller's inputs live: the device of the first tensor among `args` (or of a module's first parameter), else where a new tensor goes."
+    """Where the caller's inputs live: the device of the first tensor among `args` (or of a
+    module's first parameter), else where a new tensor goes."""
     for a in args:
         if isinstance(a, torch.Tensor): return a.device
         if isinstance(a, torch.nn.Module):
@@ -92,28 +116,35 @@ def _device_of(args):
     return torch.empty(0).device
 
 def _same_device(name, res, device, what):
-    "Fail in one sentence when a tensor `res` returns (itself, or one in a tuple or list) lives on another device than `device`: before any of its values is read, which there raises or mixes devices."
+    """Fail in one sentence when a tensor `res` returns (itself, or one in a tuple or list)
+    lives on another device than `device`: before any of its values is read, which there
+    raises or mixes devices."""
     items = res if isinstance(res, (tuple, list)) else (res,)
     for k, r in enumerate(items):
         if isinstance(r, torch.Tensor) and r.device != device:
             which = f" as item {k} of its {type(res).__name__}" if items is res else ""
-            _fail(name, f"returned a tensor on {r.device}{which} ({what}): keep the inputs' device ({device})")
+            _fail(name, f"returned a tensor on {r.device}{which} ({what}): keep the inputs' "
+                        f"device ({device})")
 
 def _build(name, cls, *args):
-    "Construct the student's module without touching the global random state; an exception names the call."
+    """Construct the student's module without touching the global random state; an exception
+    names the call."""
     try:
         with keep_rng(): return cls(*args).eval()
     except Exception as e:
         hint = _RUN_FROM_TOP if isinstance(e, NameError) else ''
-        raise AssertionError(f"{name}: constructing it as cls{args} raised {type(e).__name__}: {e}{hint}") from e
+        raise AssertionError(f"{name}: constructing it as cls{args} raised "
+                             f"{type(e).__name__}: {e}{hint}") from e
 
 def _try(f):
-    "f(), or None when it raises: a candidate mistake that cannot run on these inputs matches nothing."
+    """f(), or None when it raises: a candidate mistake that cannot run on these inputs matches
+    nothing."""
     try: return f()
     except Exception: return None
 
 def _hinted(hint, f):
-    "f(); when it fails, the AssertionError's message gets `hint` added (a string, or a function of the message)."
+    """f(); when it fails, the AssertionError's message gets `hint` added (a string, or a
+    function of the message)."""
     try: return f()
     except AssertionError as e:
         extra = hint(str(e)) if callable(hint) else hint
@@ -121,13 +152,17 @@ def _hinted(hint, f):
         raise AssertionError(f"{e}{extra}") from None
 
 def _random_between_calls(fn, args, out):
-    "True when calling `fn(*args)` again gives another result: randomness (dropout left on) in eval mode."
+    """True when calling `fn(*args)` again gives another result: randomness (dropout left on) in
+    eval mode."""
     again = _try(lambda: fn(*args))
     again = again[0] if isinstance(again, (tuple, list)) else again
-    return isinstance(out, torch.Tensor) and isinstance(again, torch.Tensor) and again.shape == out.shape and not torch.equal(again, out)
+    return isinstance(out, torch.Tensor) and isinstance(
+        again, torch.Tensor) and again.shape == out.shape and not torch.equal(again, out)
 
-_DROPOUT_ON = ("two calls with the same input give different outputs: dropout (or other randomness) is active in eval mode; "
-               "use nn.Dropout modules, which model.eval() switches off (F.dropout needs training=self.training)")
+_DROPOUT_ON = ("two calls with the same input give different outputs: dropout (or other "
+               "randomness) is active in eval mode; "
+               "use nn.Dropout modules, which model.eval() switches off (F.dropout needs "
+               "training=self.training)")
 
 def _diagnose(out, candidates):
     "The message of the first known mistake whose output `out` reproduces, else None."
@@ -136,15 +171,19 @@ def _diagnose(out, candidates):
     return None
 
 def _probe(fn, args, expected):
-    "True when `fn(*args)[0]` runs and matches `expected` (a side experiment for the diagnosis)."
+    """True when `fn(*args)[0]` runs and matches `expected` (a side experiment for the
+    diagnosis)."""
     try:
         with torch.no_grad(): res = fn(*args)
     except Exception: return False
     return isinstance(res, (tuple, list)) and _close(res[0], expected)
 
 def _keeps_rng(check):
-    "Decorator: the check first makes sure nothing it relies on was replaced since the checks were imported (`_untouched`, below), then builds modules (which draws random numbers) without changing the global random state."
-    untouched = _untouched  # held by the check itself: replacing `_untouched` in this module later changes nothing
+    """Decorator: the check first makes sure nothing it relies on was replaced since the checks
+    were imported (`_untouched`, below), then builds modules (which draws random numbers)
+    without changing the global random state."""
+    # held by the check itself: replacing `_untouched` in this module later changes nothing
+    untouched = _untouched
     @functools.wraps(check)
     def wrapper(impl):
         untouched(check.__name__)
@@ -155,65 +194,103 @@ def _passed(name, n):
     print(f"✓ {name} passes {n} checks")
 
 # %% ../../nbs/13_checks.ipynb #9d2e4a71
-_BUILTINS = ("abs", "all", "any", "bool", "callable", "dict", "enumerate", "float", "getattr", "hasattr", "id", "int", "isinstance",
-             "issubclass", "iter", "len", "list", "max", "min", "next", "print", "range", "repr", "round", "set", "setattr", "slice",
-             "sorted", "str", "sum", "super", "tuple", "type", "vars", "zip")  # those the checks call (IPython swaps input, exit, ...)
+# those the checks call (IPython swaps input, exit, ...)
+_BUILTINS = ("abs", "all", "any", "bool", "callable", "dict", "enumerate", "float", "getattr",
+             "hasattr", "id", "int", "isinstance", "issubclass", "iter", "len", "list", "max",
+             "min", "next", "print", "range", "repr", "round", "set", "setattr", "slice",
+             "sorted", "str", "sum", "super", "tuple", "type", "vars", "zip")
 
-def _sealer(sys=sys, torch=torch, builtins=builtins, names=_BUILTINS, vars=vars, getattr=getattr, isinstance=isinstance, dir=dir,
-            callable=callable, type=type, list=list, tuple=tuple, len=len, all=all, zip=zip, dict=dict, AttributeError=AttributeError,
-            AssertionError=AssertionError, BuiltinMethod=type(len),
-            disabled=getattr(getattr(torch, "_disable_dynamo", None) and torch._disable_dynamo(len), "__code__", None)):
-    "Two functions sharing one record: `seal()` notes what the checks rely on, `untouched(name)` fails a check when any of it was replaced since; every builtin and module they use is theirs, so a notebook that patches those later cannot blind them."
+def _sealer(sys=sys, torch=torch, builtins=builtins, names=_BUILTINS, vars=vars,
+            getattr=getattr, isinstance=isinstance, dir=dir, callable=callable, type=type,
+            list=list, tuple=tuple, len=len, all=all, zip=zip, dict=dict,
+            AttributeError=AttributeError, AssertionError=AssertionError,
+            BuiltinMethod=type(len), disabled=getattr(
+                getattr(torch, "_disable_dynamo", None) and torch._disable_dynamo(len),
+                "__code__", None)):
+    """Two functions sharing one record: `seal()` notes what the checks rely on,
+    `untouched(name)` fails a check when any of it was replaced since; every builtin and
+    module they use is theirs, so a notebook that patches those later cannot blind them."""
     record = {}
     def torch_wrapped(v):
-        "The function inside `v` when `v` is one of torch's own wrappers, else None: importing torch._dynamo wraps torch.manual_seed, and torch.compile wraps nn.Module's `__init__` and `__setstate__` (to tag modules made inside a forward)."
+        """The function inside `v` when `v` is one of torch's own wrappers, else None: importing
+        torch._dynamo wraps torch.manual_seed, and torch.compile wraps nn.Module's `__init__`
+        and `__setstate__` (to tag modules made inside a forward)."""
         code, closure = getattr(v, "__code__", None), getattr(v, "__closure__", None)
         if code is None or not closure: return None
         inner = dict(zip(code.co_freevars, closure))
         if code is disabled: return inner["fn"].cell_contents
         guard = sys.modules.get("torch._dynamo.mutation_guard")
         install = getattr(guard, "install_generation_tagging_init", None)
-        if install is not None and getattr(v, "__globals__", None) is vars(guard) and code in install.__code__.co_consts:
+        if install is not None and getattr(
+                v, "__globals__", None) is vars(guard) and code in install.__code__.co_consts:
             return (inner["init"] if "init" in inner else inner["setstate"]).cell_contents
         return None
     def identity(v):
-        "What a patch replaces: the function behind `v` (a class's bound method is made anew at each lookup), its code, defaults and closure."
-        if isinstance(v, BuiltinMethod) and isinstance(getattr(v, "__self__", None), type): return (v.__self__, v.__name__)
+        """What a patch replaces: the function behind `v` (a class's bound method is made anew
+        at each lookup), its code, defaults and closure."""
+        if isinstance(v, BuiltinMethod) and isinstance(getattr(v, "__self__", None), type):
+            return (v.__self__, v.__name__)
         inner = torch_wrapped(v)
         if inner is not None: v = inner  # torch's own wrapper counts as what it calls
         fn = getattr(v, "__func__", v)
-        cells = tuple(getattr(c, "cell_contents", None) for c in (getattr(fn, "__closure__", None) or ()))
-        return (fn, getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None), len(cells),
-                *cells, *(getattr(c, "__code__", None) for c in cells))
+        cells = tuple(
+            getattr(c, "cell_contents", None) for c in (getattr(fn, "__closure__", None) or ()))
+        return (
+            fn,
+            getattr(fn, "__code__", None),
+            getattr(fn, "__defaults__", None),
+            getattr(fn, "__kwdefaults__", None),
+            len(cells),
+            *cells,
+            *(getattr(c, "__code__", None) for c in cells),
+        )
     def looked_up(cls):
-        "What each name of `cls` resolves to, inherited or its own: a method set on torch.Tensor shadows one of its C base."
+        """What each name of `cls` resolves to, inherited or its own: a method set on
+        torch.Tensor shadows one of its C base."""
         out = {}
         for k in dir(cls):
             try: out[k] = getattr(cls, k)
             except AttributeError: pass
         return out
     def relied_on():
-        "(where, value) for what the checks call: the course's functions and classes (and their methods), torch's functions, the methods of tensors and of torch.nn's classes, the builtins."
-        spaces = [(n, vars(m)) for n, m in list(sys.modules.items()) if m is not None and n.split(".")[0] == "transformer_tutorial"]
-        spaces += [("torch", vars(torch)), ("torch.Tensor", looked_up(torch.Tensor)), ("torch.nn.functional", vars(torch.nn.functional)),
-                   ("torch.random", vars(torch.random)), ("builtins", {k: vars(builtins)[k] for k in names if k in vars(builtins)})]
-        spaces += [(f"torch.nn.{k}", looked_up(v)) for k, v in list(vars(torch.nn).items()) if isinstance(v, type)]
+        """(where, value) for what the checks call: the course's functions and classes (and
+        their methods), torch's functions, the methods of tensors and of torch.nn's classes,
+        the builtins."""
+        spaces = [(n, vars(m)) for n, m in list(sys.modules.items())
+                  if m is not None and n.split(".")[0] == "transformer_tutorial"]
+        spaces += [
+            ("torch", vars(torch)),
+            ("torch.Tensor", looked_up(torch.Tensor)),
+            ("torch.nn.functional", vars(torch.nn.functional)),
+            ("torch.random", vars(torch.random)),
+            ("builtins", {k: vars(builtins)[k] for k in names if k in vars(builtins)}),
+        ]
+        spaces += [(f"torch.nn.{k}", looked_up(v)) for k, v in list(vars(torch.nn).items())
+                   if isinstance(v, type)]
         for where, space in spaces:
             for k, v in list(space.items()):
-                if not (callable(v) or isinstance(v, (staticmethod, classmethod, property))): continue
+                if not (callable(v) or isinstance(v, (staticmethod, classmethod, property))):
+                    continue
                 yield f"{where}.{k}", v
-                if isinstance(v, type) and getattr(v, "__module__", "").split(".")[0] == "transformer_tutorial":
+                if (
+                    isinstance(v, type)
+                    and getattr(v, "__module__", "").split(".")[0] == "transformer_tutorial"
+                ):
                     for m, f in list(vars(v).items()):
-                        if callable(f) or isinstance(f, (staticmethod, classmethod, property)): yield f"{where}.{k}.{m}", f
+                        if callable(f) or isinstance(f, (staticmethod, classmethod, property)):
+                            yield f"{where}.{k}.{m}", f
     def seal():
         record.clear()
         record.update((where, identity(v)) for where, v in relied_on())
     def untouched(name):
         now = dict(relied_on())
         for where, then in record.items():
-            gone = where not in now and not where.startswith("transformer_tutorial.")  # the package's own modules may be unloaded
-            if gone or where in now and not all(a is b or type(a) is str and a == b for a, b in zip(identity(now[where]), then)):
-                raise AssertionError(f"{name}: {where} was replaced or removed in this session, so this check cannot trust its own verdict: "
+            # the package's own modules may be unloaded
+            gone = where not in now and not where.startswith("transformer_tutorial.")
+            if gone or where in now and not all(a is b or type(a) is str and a == b
+                                                for a, b in zip(identity(now[where]), then)):
+                raise AssertionError(f"{name}: {where} was replaced or removed in this "
+                                     "session, so this check cannot trust its own verdict: "
                                      "restart the kernel and run every cell from the top")
     return seal, untouched
 
@@ -221,7 +298,8 @@ _seal, _untouched = _sealer()
 
 # %% ../../nbs/13_checks.ipynb #37e576b2
 def show_failure(check: Callable, impl: Callable, *expected: str) -> None:
-    "Run `check` on a broken `impl`, print its message, assert it contains each `expected` string."
+    """Run `check` on a broken `impl`, print its message, assert it contains each `expected`
+    string."""
     try: check(impl)
     except AssertionError as e:
         print(e); assert all(s in str(e) for s in expected), str(e); return

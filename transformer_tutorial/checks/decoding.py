@@ -10,7 +10,8 @@ from typing import Callable
 import math
 import torch
 import torch.nn.functional as F
-from .core import _randn, _fail, _shape, _close, _maxerr, _call, _try, _hinted, _diagnose, _passed, _keeps_rng, _real
+from .core import _randn, _fail, _shape, _close, _maxerr, _call, _try
+from .core import _hinted, _diagnose, _passed, _keeps_rng, _real
 from ..utils import keep_rng
 from ..utils import keep_rng
 from ..multi_head import MultiHeadAttention, split_heads
@@ -25,19 +26,23 @@ def _attention_inputs(dtype=torch.float32, B=2, L=5, d_model=16, H=4, seed=110):
         mha = MultiHeadAttention(d_model, H).eval().to(dtype)
     return mha, _randn(B, L, d_model, seed=seed + 1).to(dtype)
 
-def _cached_reference(mha, x, t, *, include_current=True, first_only=False, value_from_key=False, scale=None, project=True, ones=False):
-    "Position t's self-attention output (B, 1, d_model) over the cached positions 0..t-1 and itself, with each mistake a student might make."
+def _cached_reference(mha, x, t, *, include_current=True, first_only=False,
+                      value_from_key=False, scale=None, project=True, ones=False):
+    """Position t's self-attention output (B, 1, d_model) over the cached positions 0..t-1 and
+    itself, with each mistake a student might make."""
     H = mha.num_heads
-    k = split_heads(mha.w_k(x[:, :t + 1]), H)                               # (B, H, t+1, d_head)
+    k = split_heads(mha.w_k(x[:, :t + 1]), H)  # (B, H, t+1, d_head)
     v = split_heads((mha.w_k if value_from_key else mha.w_v)(x[:, :t + 1]), H)
-    if not include_current: k, v = k[:, :, :t], v[:, :, :t]                 # attended before appending
-    if first_only: k, v = k[:, :, :1], v[:, :, :1]                          # a causal mask's first row
-    q = split_heads(mha.w_q(x[:, t:t + 1]), H)                              # (B, H, 1, d_head)
+    if not include_current: k, v = k[:, :, :t], v[:, :, :t]  # attended before appending
+    if first_only: k, v = k[:, :, :1], v[:, :, :1]           # a causal mask's first row
+    q = split_heads(mha.w_q(x[:, t:t + 1]), H)               # (B, H, 1, d_head)
     if not k.size(2): out = torch.zeros_like(q)
     elif scale is None and not ones: out = F.scaled_dot_product_attention(q, k, v)
     else:
-        s = q @ k.transpose(-2, -1) * (q.size(-1) ** -0.5 if scale is None else scale)   # (B, H, 1, t+1)
-        out = (torch.ones_like(s) if ones else s.softmax(-1)) @ v           # ones: a softmax over the one query
+        # (B, H, 1, t+1)
+        s = q @ k.transpose(-2, -1) * (q.size(-1) ** -0.5 if scale is None else scale)
+        # ones: a softmax over the one query
+        out = (torch.ones_like(s) if ones else s.softmax(-1)) @ v
     merged = out.transpose(1, 2).reshape(x.size(0), 1, -1)
     return mha.w_o(merged) if project else merged                          # (B, 1, d_model)
 
@@ -45,68 +50,125 @@ _DEVICE = torch.device('cpu')  # where the checks build their inputs
 
 def _triple(name, res, what):
     "The student's (out, keys, values), or a one-sentence failure."
-    if not (isinstance(res, (tuple, list)) and len(res) == 3 and all(isinstance(r, torch.Tensor) for r in res)):
-        got = f"{type(res).__name__} of {len(res)}" if isinstance(res, (tuple, list)) else type(res).__name__
+    if not (isinstance(res, (tuple, list)) and len(res) == 3
+            and all(isinstance(r, torch.Tensor) for r in res)):
+        got = f"{type(res).__name__} of {len(res)}" if isinstance(
+            res, (tuple, list)) else type(res).__name__
         _fail(name, f"returned {got} for {what}: return three tensors (out, keys, values)")
     for r, which in zip(res, ('out', 'keys', 'values')):
-        if r.device != _DEVICE: _fail(name, f"returned {which} on {r.device} for {what}: keep the inputs' device ({_DEVICE})")
-        if not torch.isfinite(r).all(): _fail(name, f"returned {which} holding NaN or inf for {what}: a division by zero, or a softmax over no keys?")
+        if r.device != _DEVICE:
+            _fail(name, f"returned {which} on {r.device} for {what}: keep the inputs' "
+                        f"device ({_DEVICE})")
+        if not torch.isfinite(r).all():
+            _fail(name, f"returned {which} holding NaN or inf for {what}: a division by zero, "
+                        "or a softmax over no keys?")
     return res
 
 @_keeps_rng
 def check_cached_self_attention(fn: Callable) -> None:
-    "Check `fn(mha, y, past_k, past_v) -> (out, k, v)`: the newest position y (B, 1, d_model) appends its key and value to the cache past_k, past_v (B, H, t, d_head) and attends over all t + 1 cached positions, so that t steps from an empty cache give `mha(x, x, x, causal_mask)`; float64 kept."
+    """Check `fn(mha, y, past_k, past_v) -> (out, k, v)`: the newest position y (B, 1, d_model)
+    appends its key and value to the cache past_k, past_v (B, H, t, d_head) and attends over all
+    t + 1 cached positions, so that t steps from an empty cache give `mha(x, x, x,
+    causal_mask)`; float64 kept."""
     name, n = 'cached_self_attention', 0
     mha, x = _attention_inputs()
     B, L, H, d_head = x.size(0), x.size(1), mha.num_heads, mha.d_head
-    keys, values = split_heads(mha.w_k(x), H).detach(), split_heads(mha.w_v(x), H).detach()   # (B, H, L, d_head)
-    t = 3                                                                   # one step with three positions cached
+    # (B, H, L, d_head)
+    keys, values = split_heads(mha.w_k(x), H).detach(), split_heads(mha.w_v(x), H).detach()
+    t = 3  # one step with three positions cached
     what = f"y {(B, 1, mha.d_model)} at position {t} with past_k, past_v {(B, H, t, d_head)}"
-    axis = lambda m: ": concatenated along a wrong axis; the positions are axis 2 of (B, H, t, d_head)" if "must match except in dimension" in m else ""
-    out, k, v = _triple(name, _hinted(axis, lambda: _call(name, fn, mha, x[:, t:t + 1], keys[:, :, :t], values[:, :, :t])), what)
-    for got, want, which in ((k, keys[:, :, :t + 1], 'keys'), (v, values[:, :, :t + 1], 'values')):
+    axis = lambda m: (
+        ": concatenated along a wrong axis; the positions are axis 2 of (B, H, t, d_head)"
+        if "must match except in dimension" in m
+        else ""
+    )
+    out, k, v = _triple(
+        name,
+        _hinted(axis,
+                lambda: _call(name, fn, mha, x[:, t:t + 1], keys[:, :, :t], values[:, :, :t])),
+        what)
+    for got, want, which in (
+        (k, keys[:, :, : t + 1], 'keys'),
+        (v, values[:, :, : t + 1], 'values'),
+    ):
         if got.shape != want.shape:
-            hint = {t: ": this position's key and value were not appended (torch.cat([past, new], dim=2))",
-                    t + 2: ": appended twice; append this position's key and value once"}.get(got.size(2) if got.dim() == 4 else -1, "")
-            _fail(name, f"returned {which} of shape {tuple(got.shape)} for {what}: expected {tuple(want.shape)}, the cache with this position appended{hint}")
+            hint = {
+                t: ": this position's key and value were not appended "
+                   "(torch.cat([past, new], dim=2))",
+                t + 2: ": appended twice; append this position's key and value once"
+            }.get(got.size(2) if got.dim() == 4 else -1, "")
+            _fail(name, f"returned {which} of shape {tuple(got.shape)} for {what}: expected "
+                        f"{tuple(want.shape)}, the cache with this position appended{hint}")
         if not _close(got, want):
-            msg = _diagnose(got, [(keys[:, :, :t + 1] if which == 'values' else values[:, :, :t + 1], "keys and values swapped"),
-                                  (torch.cat([want[:, :, -1:], want[:, :, :t]], 2), "this position's key or value came first: append it after the cached ones (torch.cat([past, new], dim=2))")])
-            if which == 'values' and got.shape == want.shape and _close(got[:, :, t], keys[:, :, t]): msg = "the new value is projected with w_k: use mha.w_v"
-            _fail(name, f"{msg or f'wrong {which}'} (max error {_maxerr(got, want):.3g} for {what})")
+            msg = _diagnose(got,
+                            [(keys[:, :, :t + 1] if which == 'values' else values[:, :, :t + 1],
+                              "keys and values swapped"),
+                             (torch.cat([want[:, :, -1:], want[:, :, :t]], 2),
+                              "this position's key or value came first: append it after "
+                              "the cached ones (torch.cat([past, new], dim=2))")])
+            if which == 'values' and got.shape == want.shape and _close(
+                    got[:, :, t], keys[:, :, t]):
+                msg = "the new value is projected with w_k: use mha.w_v"
+            _fail(name, f"{msg or f'wrong {which}'} (max error "
+                        f"{_maxerr(got, want):.3g} for {what})")
     n += 2
     want = _cached_reference(mha, x, t)
     if not isinstance(out, torch.Tensor) or out.shape != want.shape:
-        _fail(name, f"returned out of shape {tuple(out.shape)} for {what}: expected {tuple(want.shape)}, one position (B, 1, d_model)")
+        _fail(name, f"returned out of shape {tuple(out.shape)} for {what}: expected "
+                    f"{tuple(want.shape)}, one position (B, 1, d_model)")
     if not _close(out, want):
         msg = _diagnose(out, [
-            (_cached_reference(mha, x, t, include_current=False), "the newest position is missing from what it attends to: it attended to the cache before its own key and value were appended; append first, then attend over all t + 1 positions"),
-            (_cached_reference(mha, x, t, first_only=True), "it attends to position 0 only: a causal mask of (t + 1, t + 1) keeps its first row for a single query; the newest position may attend to every cached one, so no mask is needed"),
-            (_cached_reference(mha, x, t, value_from_key=True), "the values are projected with w_k: use mha.w_v"),
-            (_cached_reference(mha, x, t, project=False), "the heads are merged but not projected by W_O: return mha.w_o(merge_heads(out))"),
-            (_cached_reference(mha, x, t, scale=1.0), "the scores are not scaled: divide q k^T by sqrt(d_head)"),
-            (_cached_reference(mha, x, t, scale=mha.d_model ** -0.5), "the scores are divided by sqrt(d_model): divide by sqrt(d_head), the width of one head"),
-            (_cached_reference(mha, x, t, ones=True), "the softmax runs over the query axis (-2), which holds one position here, so every weight is 1: take it over the keys, softmax(-1)"),
+            (_cached_reference(mha, x, t, include_current=False),
+             "the newest position is missing from what it attends to: it attended to the "
+             "cache before its own key and value were appended; append first, then attend "
+             "over all t + 1 positions"),
+            (_cached_reference(mha, x, t, first_only=True),
+             "it attends to position 0 only: a causal mask of (t + 1, t + 1) keeps its first "
+             "row for a single query; the newest position may attend to every cached one, so "
+             "no mask is needed"),
+            (_cached_reference(mha, x, t, value_from_key=True),
+             "the values are projected with w_k: use mha.w_v"),
+            (_cached_reference(mha, x, t, project=False),
+             "the heads are merged but not projected by W_O: return mha.w_o(merge_heads(out))"),
+            (_cached_reference(mha, x, t, scale=1.0),
+             "the scores are not scaled: divide q k^T by sqrt(d_head)"),
+            (_cached_reference(mha, x, t, scale=mha.d_model ** -0.5),
+             "the scores are divided by sqrt(d_model): divide by sqrt(d_head), the "
+             "width of one head"),
+            (_cached_reference(mha, x, t, ones=True),
+             "the softmax runs over the query axis (-2), which holds one position here, so "
+             "every weight is 1: take it over the keys, softmax(-1)"),
         ])
         _fail(name, f"{msg or 'wrong output'} (max error {_maxerr(out, want):.3g} for {what})")
     n += 1
-    for dtype in (torch.float32, torch.float64):                            # from an empty cache, position by position
+    for dtype in (torch.float32, torch.float64):  # from an empty cache, position by position
         m, xx = _attention_inputs(dtype)
         pk = torch.zeros(B, H, 0, d_head, dtype=dtype); pv = torch.zeros_like(pk)
         full, outs = m(xx, xx, xx, causal_mask(L))[0], []
         for s in range(L):
-            o, pk, pv = _triple(name, _call(name, fn, m, xx[:, s:s + 1], pk, pv), f"position {s} from an empty cache ({dtype})")
+            o, pk, pv = _triple(name, _call(name, fn, m, xx[:, s:s + 1], pk, pv),
+                                f"position {s} from an empty cache ({dtype})")
             outs.append(o)
         got = torch.cat(outs, 1)
-        if got.dtype != dtype: _fail(name, f"returned dtype {got.dtype} for {dtype} inputs: keep the inputs' dtype")
-        if not _close(got, full, atol=1e-5 if dtype == torch.float32 else 1e-10, rtol=1e-4 if dtype == torch.float32 else 1e-8):
-            _fail(name, f"{L} steps from an empty cache (B, H, 0, d_head) do not give the full causal self-attention ({dtype}, max error "
-                        f"{_maxerr(got, full):.3g}, first wrong position {int(((got - full).abs() > 1e-4).any(-1).any(0).nonzero()[0])})")
+        if got.dtype != dtype:
+            _fail(name,
+                  f"returned dtype {got.dtype} for {dtype} inputs: keep the inputs' dtype")
+        if not _close(got, full, atol=1e-5 if dtype == torch.float32 else 1e-10,
+                      rtol=1e-4 if dtype == torch.float32 else 1e-8):
+            _fail(name, f"{L} steps from an empty cache (B, H, 0, d_head) do not give the full "
+                        f"causal self-attention ({dtype}, max error "
+                        f"{_maxerr(got, full):.3g}, first wrong position "
+                        f"{int(((got - full).abs() > 1e-4).any(-1).any(0).nonzero()[0])})")
         n += 1
     m1, x1 = _attention_inputs(B=1, L=1)
-    o, k1, _v = _triple(name, _call(name, fn, m1, x1, torch.zeros(1, H, 0, d_head), torch.zeros(1, H, 0, d_head)), "a batch of one, the first position")
+    o, k1, _v = _triple(
+        name,
+        _call(name, fn, m1, x1, torch.zeros(1, H, 0, d_head), torch.zeros(1, H, 0, d_head)),
+        "a batch of one, the first position",
+    )
     if not _close(o, m1(x1, x1, x1)[0]) or k1.shape != (1, H, 1, d_head):
-        _fail(name, "wrong for a batch of one at the first position (y (1, 1, d_model), an empty cache): does a squeeze() drop the batch axis?")
+        _fail(name, "wrong for a batch of one at the first position (y (1, 1, d_model), an "
+                    "empty cache): does a squeeze() drop the batch axis?")
     n += 1
     _passed(name, n)
 
@@ -114,11 +176,14 @@ def check_cached_self_attention(fn: Callable) -> None:
 def _tiny_model(dtype=torch.float32, seed=118, V=13, num_layers=2):
     "A seeded dropout-free encoder-decoder small enough to decode in milliseconds."
     with keep_rng(seed):
-        return Transformer(V, V, d_model=16, num_heads=2, num_layers=num_layers, d_ff=32, dropout=0.0, max_len=40).eval().to(dtype)
+        return Transformer(V, V, d_model=16, num_heads=2, num_layers=num_layers, d_ff=32,
+                           dropout=0.0, max_len=40).eval().to(dtype)
 
 @torch.no_grad()
-def _greedy(model, src, max_len, start, end, pad, *, pos='right', enc_mask=True, mem_mask=True, after_end='pad', see_current=True, final_norm=True):
-    "Greedy decoding by recomputing the whole prefix, with each mistake a student might make; the output right-padded to max_len."
+def _greedy(model, src, max_len, start, end, pad, *, pos='right', enc_mask=True, mem_mask=True,
+            after_end='pad', see_current=True, final_norm=True):
+    """Greedy decoding by recomputing the whole prefix, with each mistake a student might make;
+    the output right-padded to max_len."""
     src_mask = padding_mask(src, pad)                                       # (B, 1, 1, Ls)
     memory = model.encode(src, src_mask if enc_mask else None)              # (B, Ls, d_model)
     B, pe = src.size(0), model.positional.pe
@@ -126,13 +191,19 @@ def _greedy(model, src, max_len, start, end, pad, *, pos='right', enc_mask=True,
     done = torch.zeros(B, dtype=torch.bool)
     for t in range(max_len):
         L = ys.size(1)
-        at = {'right': torch.arange(L), 'zero': torch.zeros(L, dtype=torch.long), 'next': torch.arange(1, L + 1)}[pos]
-        mask = causal_mask(L) if see_current else torch.ones(L, L, dtype=torch.bool).tril(-1)[None, None]
+        at = {
+            'right': torch.arange(L), 'zero': torch.zeros(L, dtype=torch.long),
+            'next': torch.arange(1, L + 1)
+        }[pos]
+        mask = causal_mask(L) if see_current else torch.ones(
+            L, L, dtype=torch.bool).tril(-1)[None, None]
         h = model.tgt_embed(ys) + pe[at]
-        for layer in model.decoder.layers: h = layer(h, memory, mask, src_mask if mem_mask else None)
+        for layer in model.decoder.layers:
+            h = layer(h, memory, mask, src_mask if mem_mask else None)
         if final_norm: h = model.decoder.norm(h)
         nxt = model.output(h[:, -1]).argmax(-1)                             # (B,)
-        if after_end == 'end_as_pad': done |= nxt == end                    # marked finished first: its end token becomes a pad
+        # marked finished first: its end token becomes a pad
+        if after_end == 'end_as_pad': done |= nxt == end
         if after_end in ('pad', 'end_as_pad'): nxt = nxt.masked_fill(done, pad)
         ys = torch.cat([ys, nxt[:, None]], 1)
         done |= nxt == end
@@ -141,13 +212,22 @@ def _greedy(model, src, max_len, start, end, pad, *, pos='right', enc_mask=True,
     return F.pad(ys[:, 1:], (0, max_len - ys.size(1) + 1), value=pad)       # (B, max_len)
 
 def _tokens(name, out, B, max_len, what, pad=0):
-    "The student's output as (B, max_len) token ids: a shorter one (every row ended early) is right-padded; anything else fails in one sentence."
-    if not isinstance(out, torch.Tensor): _fail(name, f"returned {type(out).__name__} for {what}: return a tensor of token ids (B, ≤max_len)")
-    if out.device != _DEVICE: _fail(name, f"returned a tensor on {out.device} for {what}: return it on src's device ({_DEVICE})")
-    if out.dtype != torch.long: _fail(name, f"returned dtype {out.dtype} for {what}: token ids are torch.long (argmax gives them)")
+    """The student's output as (B, max_len) token ids: a shorter one (every row ended early) is
+    right-padded; anything else fails in one sentence."""
+    if not isinstance(out, torch.Tensor):
+        _fail(name, f"returned {type(out).__name__} for {what}: return a tensor of token "
+                    "ids (B, ≤max_len)")
+    if out.device != _DEVICE:
+        _fail(name, f"returned a tensor on {out.device} for {what}: return it on src's "
+                    f"device ({_DEVICE})")
+    if out.dtype != torch.long:
+        _fail(name, f"returned dtype {out.dtype} for {what}: token ids are torch.long "
+                    "(argmax gives them)")
     if out.dim() != 2 or out.size(0) != B or not 1 <= out.size(1) <= max_len:
-        hint = ": the start token is not part of the output" if out.dim() == 2 and out.size(1) == max_len + 1 else ""
-        _fail(name, f"returned shape {tuple(out.shape)} for {what}: expected (B={B}, at most max_len={max_len}) generated tokens{hint}")
+        hint = ": the start token is not part of the output" if out.dim() == 2 and out.size(
+            1) == max_len + 1 else ""
+        _fail(name, f"returned shape {tuple(out.shape)} for {what}: expected (B={B}, at most "
+                    f"max_len={max_len}) generated tokens{hint}")
     return F.pad(out, (0, max_len - out.size(1)), value=pad)
 
 def _first_difference(got, want):
@@ -155,291 +235,514 @@ def _first_difference(got, want):
     return f"row {r}, step {c}: got {got[r, c].item()}, expected {want[r, c].item()}"
 
 def _decode_call(name, fn, model, src, max_len, start, end, pad):
-    "`fn(model, src, max_len, start, end, pad)` through `_call`, which names src's shape and the numbers (the model is left out of the message)."
-    return _call(name, lambda src, max_len, start_id, end_id, pad_id: fn(model, src, max_len, start_id, end_id, pad_id), src, max_len, start, end, pad)
+    """`fn(model, src, max_len, start, end, pad)` through `_call`, which names src's shape and
+    the numbers (the model is left out of the message)."""
+    return _call(
+        name, lambda src, max_len, start_id, end_id, pad_id: fn(
+            model, src, max_len, start_id, end_id, pad_id), src, max_len, start, end, pad)
 
 class _KeyCounter:
-    "Counts the positions the decoder's self-attention key projections see: one per row and step with a cache, the whole prefix again without."
+    """Counts the positions the decoder's self-attention key projections see: one per row and
+    step with a cache, the whole prefix again without."""
     def __init__(self, model):
-        self.n, self.hooks = 0, [l.self_attn.w_k.register_forward_hook(self.count) for l in model.decoder.layers]
+        self.n, self.hooks = 0, [
+            l.self_attn.w_k.register_forward_hook(self.count) for l in model.decoder.layers
+        ]
     def count(self, module, args, out): self.n += out.shape[:-1].numel()
     def remove(self):
         for h in self.hooks: h.remove()
 
 def _stopped(name, raw, want, end, max_len, what):
-    "Fail when every row of `want` ended before max_len but the student's `raw` output goes on past the step where the last one ended."
+    """Fail when every row of `want` ended before max_len but the student's `raw` output goes on
+    past the step where the last one ended."""
     ends = [(row == end).nonzero() for row in want]
-    steps = max(int(e[0]) + 1 if len(e) else max_len for e in ends)          # every row has ended after this many steps
+    # every row has ended after this many steps
+    steps = max(int(e[0]) + 1 if len(e) else max_len for e in ends)
     if steps < max_len and raw.size(1) > steps:
-        _fail(name, f"returned {raw.size(1)} tokens per row where every row had ended after {steps} ({what}): stop when every row has produced end_id, "
+        _fail(name, f"returned {raw.size(1)} tokens per row where every row had ended after "
+                    f"{steps} ({what}): stop when every row has produced end_id, "
                     "rather than running max_len steps and returning columns of pads")
 
 @_keeps_rng
 def check_greedy_decode_cached(fn: Callable) -> None:
-    "Check `fn(model, src, max_len, start_id, end_id, pad_id)`: greedy decoding of the encoder-decoder `model` with a key/value cache gives the course's `greedy_decode` token for token ((B, ≤max_len) tokens after the start token, pad_id after each row's end_id), encodes the source once, computes each position's keys once, stops when every row has ended, and keeps rows apart; a batch of one, max_len 1, a row that ends at once, float64."
+    """Check `fn(model, src, max_len, start_id, end_id, pad_id)`: greedy decoding of the
+    encoder-decoder `model` with a key/value cache gives the course's `greedy_decode` token for
+    token ((B, ≤max_len) tokens after the start token, pad_id after each row's end_id), encodes
+    the source once, computes each position's keys once, stops when every row has ended, and
+    keeps rows apart; a batch of one, max_len 1, a row that ends at once, float64."""
     name, n = 'greedy_decode_cached', 0
     model, pad, start = _tiny_model(), 0, 1
     src = torch.randint(3, 13, (3, 7), generator=torch.Generator().manual_seed(112))
     src[1, 4:] = pad                                                        # a padded source
     max_len = 12
-    free = _greedy(model, src, max_len, start, -1, pad)                     # never stops: pick an end token the rows reach at different steps
-    firsts = {v: [int((row == v).nonzero()[0]) if (row == v).any() else None for row in free] for v in range(3, 13)}
-    end = next(v for v in range(3, 13) if sum(f is not None for f in firsts[v]) >= 2 and len(set(firsts[v])) == 3)
+    # never stops: pick an end token the rows reach at different steps
+    free = _greedy(model, src, max_len, start, -1, pad)
+    firsts = {
+        v: [int((row == v).nonzero()[0]) if (row == v).any() else None for row in free]
+        for v in range(3, 13)
+    }
+    end = next(v for v in range(3, 13)
+               if sum(f is not None for f in firsts[v]) >= 2 and len(set(firsts[v])) == 3)
     want = _greedy(model, src, max_len, start, end, pad)
-    what = f"src {tuple(src.shape)} with padding, max_len={max_len}, start_id={start}, end_id={end}, pad_id={pad}"
+    what = (
+        f"src {tuple(src.shape)} with padding, max_len={max_len}, start_id={start},"
+        f" end_id={end}, pad_id={pad}"
+    )
     counter, encodes, encode = _KeyCounter(model), [], model.encode
     def counted(*args, **kwargs):
         encodes.append(1)
         return encode(*args, **kwargs)
-    model.encode = counted                                                  # how often the source is encoded
-    try: raw = _decode_call(name, fn, model, src, max_len, start, end, pad); out = _tokens(name, raw, 3, max_len, what)
+    model.encode = counted  # how often the source is encoded
+    try:
+        raw = _decode_call(name, fn, model, src, max_len, start, end, pad)
+        out = _tokens(name, raw, 3, max_len, what)
     finally: counter.remove(); del model.encode
     if not torch.equal(out, want):
         cands = [(_greedy(model, src, max_len, start, end, pad, **kw), msg) for kw, msg in [
-            (dict(pos='zero'), "every step adds position 0's positional encoding: the token fed at step t sits at position t, so add pe[t]"),
-            (dict(pos='next'), "the positional encoding is one position ahead: the start token sits at position 0, the token fed at step t at position t"),
-            (dict(mem_mask=False), "cross-attention reads the source's padding: pass the source's padding mask as the memory mask"),
-            (dict(enc_mask=False), "the encoder reads the source's padding: encode with the source's padding mask, model.encode(src, src_mask)"),
-            (dict(enc_mask=False, mem_mask=False), "the source's padding is not masked at all: encode with padding_mask(src, pad_id) and use it as the memory mask"),
-            (dict(after_end='continue'), "a row goes on after its end_id: once a row has produced end_id, emit pad_id for it until every row has ended"),
-            (dict(after_end='stop_at_first'), "decoding stops when the first row ends: the other rows go on until each has produced end_id (or max_len)"),
-            (dict(see_current=False), "the newest position is missing from its own self-attention: append its key and value to the cache before attending"),
-            (dict(after_end='end_as_pad'), "a row's end_id is replaced by pad_id: emit the end token, then pad_id from the next step on (fill with the rows finished before this step)"),
-            (dict(final_norm=False), "the decoder's final norm is missing: apply model.decoder.norm to the last layer's output before model.output"),
+            (dict(pos='zero'),
+             "every step adds position 0's positional encoding: the token fed at step t sits "
+             "at position t, so add pe[t]"),
+            (dict(pos='next'),
+             "the positional encoding is one position ahead: the start token sits at position "
+             "0, the token fed at step t at position t"),
+            (dict(mem_mask=False),
+             "cross-attention reads the source's padding: pass the source's padding mask "
+             "as the memory mask"),
+            (dict(enc_mask=False),
+             "the encoder reads the source's padding: encode with the source's padding mask, "
+             "model.encode(src, src_mask)"),
+            (dict(enc_mask=False, mem_mask=False),
+             "the source's padding is not masked at all: encode with padding_mask(src, pad_id) "
+             "and use it as the memory mask"),
+            (dict(after_end='continue'),
+             "a row goes on after its end_id: once a row has produced end_id, emit pad_id for "
+             "it until every row has ended"),
+            (dict(after_end='stop_at_first'),
+             "decoding stops when the first row ends: the other rows go on until each has "
+             "produced end_id (or max_len)"),
+            (dict(see_current=False),
+             "the newest position is missing from its own self-attention: append its key and "
+             "value to the cache before attending"),
+            (dict(after_end='end_as_pad'),
+             "a row's end_id is replaced by pad_id: emit the end token, then pad_id from the "
+             "next step on (fill with the rows finished before this step)"),
+            (dict(final_norm=False),
+             "the decoder's final norm is missing: apply model.decoder.norm to the last "
+             "layer's output before model.output"),
         ]]
         msg = next((m for c, m in cands if torch.equal(out, c)), None)
-        if msg is None and (out == 0).all(): msg = "every token is 0: the argmax ran over a wrong axis; take it over the vocabulary, logits.argmax(-1) of (B, V)"
+        if msg is None and (out == 0).all():
+            msg = (
+                "every token is 0: the argmax ran over a wrong axis; take it over the"
+                " vocabulary, logits.argmax(-1) of (B, V)"
+            )
         if msg is None:
             one = _tiny_model(num_layers=1)
-            alone = _try(lambda: _tokens(name, fn(one, src, max_len, start, end, pad), 3, max_len, what))
-            if alone is not None and torch.equal(alone, _greedy(one, src, max_len, start, end, pad)):
-                msg = "right for a decoder of one layer, wrong for two: each layer needs a cache of its own (a list of one (keys, values) pair per layer)"
+            alone = _try(
+                lambda: _tokens(name, fn(one, src, max_len, start, end, pad), 3, max_len, what))
+            if alone is not None and torch.equal(alone,
+                                                 _greedy(one, src, max_len, start, end, pad)):
+                msg = (
+                    "right for a decoder of one layer, wrong for two: each layer needs a cache"
+                    " of its own (a list of one (keys, values) pair per layer)"
+                )
         if msg is None:
-            alone = [_try(lambda r=r: _tokens(name, fn(model, src[r:r + 1], max_len, start, end, pad), 1, max_len, what)) for r in range(3)]
+            alone = [
+                _try(lambda r=r: _tokens(name, fn(model, src[r:r + 1], max_len, start, end, pad
+                                                  ), 1, max_len, what)) for r in range(3)
+            ]
             if all(a is not None and torch.equal(a[0], want[r]) for r, a in enumerate(alone)):
-                msg = "each row decoded alone is right, decoded together they are not: the rows of the batch share something (a cache, a done flag); keep everything per row"
-        _fail(name, f"{msg or 'tokens differ from greedy decoding'} ({_first_difference(out, want)}; {what})")
+                msg = (
+                    "each row decoded alone is right, decoded together they are not: the rows"
+                    " of the batch share something (a cache, a done flag); keep everything"
+                    " per row"
+                )
+        _fail(name, f"{msg or 'tokens differ from greedy decoding'} "
+                    f"({_first_difference(out, want)}; {what})")
     n += 1
     if len(encodes) > 1:
-        _fail(name, f"model.encode was called {len(encodes)} times for one decoding ({what}): encode the source once, before the loop, and reuse the memory at every step")
+        _fail(name, f"model.encode was called {len(encodes)} times for one decoding "
+                    f"({what}): encode the source once, before the loop, and reuse the "
+                    "memory at every step")
     _stopped(name, raw, want, end, max_len, what)
     n += 1
-    bound = src.size(0) * max_len * len(model.decoder.layers)              # one key per row, step and layer, even without stopping early
+    # one key per row, step and layer, even without stopping early
+    bound = src.size(0) * max_len * len(model.decoder.layers)
     if counter.n > bound:
-        _fail(name, f"the decoder's key projections saw {counter.n} positions, more than {bound} (one per row, step and layer for 3 rows, {max_len} steps, {len(model.decoder.layers)} layers): "
-                    "each step recomputes the keys of the whole prefix; compute each new position's key and value once and keep them in the cache")
+        _fail(name, f"the decoder's key projections saw {counter.n} positions, more than "
+                    f"{bound} (one per row, step and layer for 3 rows, {max_len} steps, "
+                    f"{len(model.decoder.layers)} layers): "
+                    "each step recomputes the keys of the whole prefix; compute each new "
+                    "position's key and value once and keep them in the cache")
     n += 1
-    again = _tokens(name, _decode_call(name, fn, model, src, max_len, start, end, pad), 3, max_len, what + ', called a second time')
+    again = _tokens(name, _decode_call(name, fn, model, src, max_len, start, end, pad), 3,
+                    max_len, what + ', called a second time')
     if not torch.equal(again, want):
-        _fail(name, "a second call with the same inputs gives other tokens: the cache outlives the call (a global, or a default argument like cache=[]); start every call with an empty cache")
+        _fail(name, "a second call with the same inputs gives other tokens: the cache outlives "
+                    "the call (a global, or a default argument like cache=[]); start every "
+                    "call with an empty cache")
     n += 1
     for label, s, m, e, mdl in [
-        ("a batch of one", src[2:3], max_len, end, model),
-        ("max_len=1", src, 1, end, model),
-        ("row 0 ending at once (end_id is its first token)", src, max_len, int(free[0, 0]), model),
+        ("a batch of one", src[2:3], max_len, end, model), ("max_len=1", src, 1, end, model),
+        ("row 0 ending at once (end_id is its first token)", src, max_len, int(free[0,
+                                                                                    0]), model),
         ("float64", src, max_len, end, _tiny_model(torch.float64)),
     ]:
         want = _greedy(mdl, s, m, start, e, pad)
         raw = _decode_call(name, fn, mdl, s, m, start, e, pad)
         got = _tokens(name, raw, s.size(0), m, label)
-        if not torch.equal(got, want): _fail(name, f"wrong for {label} ({_first_difference(got, want)})")
+        if not torch.equal(got, want):
+            _fail(name, f"wrong for {label} ({_first_difference(got, want)})")
         _stopped(name, raw, want, e, m, label)
         n += 1
     _passed(name, n)
 
 # %% ../../nbs/13f_decoding_checks.ipynb #d264801d
 def _penalty_number(name, out, length, alpha):
-    "The student's penalty as a float (a real number, Python's or NumPy's, or a one-element tensor), or a one-sentence failure."
+    """The student's penalty as a float (a real number, Python's or NumPy's, or a one-element
+    tensor), or a one-sentence failure."""
     return _real(name, out, f"length={length}, alpha={alpha}", "the penalty")
 
 @_keeps_rng
 def check_length_penalty(fn: Callable) -> None:
-    "Check `fn(length, alpha)`: GNMT's length normalizer ((5 + length) / 6) ** alpha (Wu et al. 2016, section 7), 1 at alpha = 0 and for length 1, for numbers and for a float tensor of lengths (elementwise)."
+    """Check `fn(length, alpha)`: GNMT's length normalizer ((5 + length) / 6) ** alpha (Wu et
+    al. 2016, section 7), 1 at alpha = 0 and for length 1, for numbers and for a float tensor
+    of lengths (elementwise)."""
     name, n = 'length_penalty', 0
     grid = [(length, alpha) for length in (1, 2, 7, 40) for alpha in (0.0, 0.6, 1.0, 2.0)]
     for length, alpha in grid:
         got = _penalty_number(name, _call(name, fn, length, alpha), length, alpha)
         want = ((5 + length) / 6) ** alpha
-        if not math.isfinite(got): _fail(name, f"returned {got} for length={length}, alpha={alpha}: ((5 + length) / 6) ** alpha is finite for every length >= 1")
+        if not math.isfinite(got):
+            _fail(name, f"returned {got} for length={length}, alpha={alpha}: ((5 + length) / "
+                        "6) ** alpha is finite for every length >= 1")
         if not math.isclose(got, want, rel_tol=1e-6):
-            forms = [(((5 + length) ** alpha) / 6, "the division by 6 is outside the power: ((5 + length) / 6) ** alpha"),
-                     ((5 + length) ** alpha, "the denominator (5 + 1) ** alpha is missing: it ranks hypotheses the same, but the penalty of one token must be 1, ((5 + length) / 6) ** alpha"),
-                     (length ** alpha, "length ** alpha is the simpler penalty; GNMT's is ((5 + length) / 6) ** alpha, which is 1 for length 1"),
-                     ((5 + length) / 6 * alpha, "alpha multiplies instead of being the exponent: ((5 + length) / 6) ** alpha"),
-                     (((5 + length) / 6) ** -alpha, "the exponent is -alpha: the score is divided by ((5 + length) / 6) ** alpha, so the penalty itself grows with the length"),
-                     ((5 + length) / 6 ** alpha, "only the 6 is raised to alpha ((5 + length) / 6 ** alpha: ** binds tighter than /): write ((5 + length) / 6) ** alpha"),
-                     (((5 + length) // 6) ** alpha, "(5 + length) // 6 floors the ratio: divide with /, ((5 + length) / 6) ** alpha"),
-                     (((5 + length) / 5) ** alpha, "divided by 5 instead of 6 = 5 + 1: the penalty of one token must be 1, ((5 + length) / 6) ** alpha")]
-            msg = next((m for v, m in forms if math.isclose(got, v, rel_tol=1e-6)), "wrong value")
-            _fail(name, f"{msg} (length={length}, alpha={alpha}: got {got:.6g}, expected {want:.6g})")
+            forms = [(((5 + length) ** alpha) / 6,
+                      "the division by 6 is outside the power: ((5 + length) / 6) ** alpha"),
+                     ((5 + length) ** alpha,
+                      "the denominator (5 + 1) ** alpha is missing: it ranks "
+                      "hypotheses the same, but the penalty of one token must be 1, "
+                      "((5 + length) / 6) ** alpha"),
+                     (length ** alpha,
+                      "length ** alpha is the simpler penalty; GNMT's is ((5 + length) / 6) ** "
+                      "alpha, which is 1 for length 1"),
+                     ((5 + length) / 6 * alpha,
+                      "alpha multiplies instead of being the exponent: ((5 + "
+                      "length) / 6) ** alpha"),
+                     (((5 + length) / 6) ** -alpha,
+                      "the exponent is -alpha: the score is divided by ((5 + length) / 6) ** "
+                      "alpha, so the penalty itself grows with the length"),
+                     ((5 + length) / 6 ** alpha,
+                      "only the 6 is raised to alpha ((5 + length) / 6 ** alpha: ** binds "
+                      "tighter than /): write ((5 + length) / 6) ** alpha"),
+                     (((5 + length) // 6) ** alpha,
+                      "(5 + length) // 6 floors the ratio: divide with /, ((5 + "
+                      "length) / 6) ** alpha"),
+                     (((5 + length) / 5) ** alpha,
+                      "divided by 5 instead of 6 = 5 + 1: the penalty of one token must be 1, "
+                      "((5 + length) / 6) ** alpha")]
+            msg = next((m for v, m in forms if math.isclose(got, v, rel_tol=1e-6)),
+                       "wrong value")
+            _fail(name, f"{msg} (length={length}, alpha={alpha}: got {got:.6g}, "
+                        f"expected {want:.6g})")
         n += 1
     lengths = torch.tensor([1.0, 3.0, 12.0], dtype=torch.float64)
-    tensors = lambda m: ": compute with operators, which work on tensors too (math.pow and math.exp do not)" if "Tensor" in m or "tensors can be converted" in m else ""
+    tensors = lambda m: (
+        ": compute with operators, which work on tensors too (math.pow and math.exp do not)"
+        if "Tensor" in m or "tensors can be converted" in m
+        else ""
+    )
     out = _hinted(tensors, lambda: _call(name, fn, lengths, 0.6))
     if not isinstance(out, torch.Tensor) or out.shape != lengths.shape:
-        _fail(name, f"returned {_shape(out)} for a tensor of lengths {tuple(lengths.shape)}: compute elementwise, (5 + length) / 6 on the tensor")
+        _fail(name, f"returned {_shape(out)} for a tensor of lengths {tuple(lengths.shape)}: "
+                    "compute elementwise, (5 + length) / 6 on the tensor")
     ones = _call(name, fn, lengths, 0.0)
     if not isinstance(ones, torch.Tensor) or ones.shape != lengths.shape:
-        _fail(name, f"returned {_shape(ones)} for a tensor of lengths {tuple(lengths.shape)} at alpha=0: return a tensor like the lengths, all ones "
-                    "(no special case for alpha == 0 that returns the number 1: ((5 + length) / 6) ** 0 gives the ones)")
+        _fail(name, f"returned {_shape(ones)} for a tensor of lengths {tuple(lengths.shape)} "
+                    "at alpha=0: return a tensor like the lengths, all ones "
+                    "(no special case for alpha == 0 that returns the number 1: ((5 + length) "
+                    "/ 6) ** 0 gives the ones)")
     if ones.dtype != torch.float64 or not torch.equal(ones, torch.ones_like(lengths)):
-        _fail(name, f"wrong for a tensor of float64 lengths at alpha=0 (got {ones.tolist()}, dtype {ones.dtype}): every penalty is 1, a float64 tensor of ones")
+        _fail(name, f"wrong for a tensor of float64 lengths at alpha=0 (got {ones.tolist()}, "
+                    f"dtype {ones.dtype}): every penalty is 1, a float64 tensor of ones")
     if out.dtype != torch.float64:
-        _fail(name, f"returned dtype {out.dtype} for a float64 tensor of lengths: compute elementwise in the lengths' dtype")
+        _fail(name, f"returned dtype {out.dtype} for a float64 tensor of lengths: compute "
+                    "elementwise in the lengths' dtype")
     if not torch.isfinite(out).all():
-        _fail(name, f"returned NaN or inf for the float64 lengths {lengths.tolist()}, alpha=0.6: ((5 + length) / 6) ** alpha is finite for every length >= 1")
+        _fail(name, f"returned NaN or inf for the float64 lengths {lengths.tolist()}, "
+                    "alpha=0.6: ((5 + length) / 6) ** alpha is finite for every length >= 1")
     if not _close(out, ((5 + lengths) / 6) ** 0.6, atol=1e-12, rtol=1e-10):
-        _fail(name, f"wrong for the float64 lengths {lengths.tolist()}, alpha=0.6 (max error {_maxerr(out, ((5 + lengths) / 6) ** 0.6):.3g}): compute elementwise, ((5 + length) / 6) ** alpha")
+        _fail(name, f"wrong for the float64 lengths {lengths.tolist()}, alpha=0.6 (max error "
+                    f"{_maxerr(out, ((5 + lengths) / 6) ** 0.6):.3g}): compute elementwise, "
+                    "((5 + length) / 6) ** alpha")
     n += 1
     _passed(name, n)
 
 # %% ../../nbs/13f_decoding_checks.ipynb #d38b4c7c
 @torch.no_grad()
-def _beam(model, src, max_len, K, alpha, start, end, pad, *, score='every', finished='pad', joint=True, probs=False, all_live=False, final_raw=False, start_counted=False,
+def _beam(model, src, max_len, K, alpha, start, end, pad, *, score='every', finished='pad',
+          joint=True, probs=False, all_live=False, final_raw=False, start_counted=False,
           end_counted=True, reorder=True, follow_done=True, stop='all'):
-    "Beam search over one source (1, Ls) with each mistake a student might make: the best hypothesis (1, ≤max_len), its end token included."
+    """Beam search over one source (1, Ls) with each mistake a student might make: the best
+    hypothesis (1, ≤max_len), its end token included."""
     V = model.config.tgt_vocab_size
-    src_mask = padding_mask(src, pad).repeat_interleave(K, 0)              # (K, 1, 1, Ls): one row per beam
+    src_mask = padding_mask(src, pad).repeat_interleave(K, 0)  # (K, 1, 1, Ls): one row per beam
     cache = KVCache(model, model.encode(src.repeat_interleave(K, 0), src_mask), max_len)
     ys = torch.full((K, 1), start, dtype=torch.long)
     acc = torch.full((K,), -math.inf, dtype=cache.keys.dtype)
-    acc[0 if not all_live else slice(None)] = 0.0                           # every beam starts as <s>: extend only the first
-    if probs is True: acc = acc.exp()                                       # probabilities multiplied instead of log-probabilities added
-    length, done = torch.full((K,), float(start_counted)), torch.zeros(K, dtype=torch.bool)   # start_counted: the start token in the length
+    # every beam starts as <s>: extend only the first
+    acc[0 if not all_live else slice(None)] = 0.0
+    # probabilities multiplied instead of log-probabilities added
+    if probs is True: acc = acc.exp()
+    # start_counted: the start token in the length
+    length, done = torch.full((K,), float(start_counted)), torch.zeros(K, dtype=torch.bool)
     only_pad = torch.full((V,), -math.inf, dtype=acc.dtype)
-    only_pad[pad] = 0.0                                                     # a finished beam's one extension
+    only_pad[pad] = 0.0  # a finished beam's one extension
     for t in range(max_len):
         step = decode_step(model, ys[:, -1], cache, src_mask)
-        step = step.softmax(-1) if probs == 'added' else step.log_softmax(-1)   # (K, V); 'added': probabilities added to the score
-        if finished in ('pad', 'grow'): step = torch.where(done[:, None], only_pad, step)   # 'grow': extended by pad, its length + 1
+        # (K, V); 'added': probabilities added to the score
+        step = step.softmax(-1) if probs == 'added' else step.log_softmax(-1)
+        # 'grow': extended by pad, its length + 1
+        if finished in ('pad', 'grow'): step = torch.where(done[:, None], only_pad, step)
         if finished == 'drop': step = step.masked_fill(done[:, None], -math.inf)
-        cand = acc[:, None] * step.exp() if probs is True else acc[:, None] + step   # (K, V): every one-token extension
-        grows = torch.ones(K, 1, dtype=torch.bool) if finished in ('extend', 'grow') else ~done[:, None]   # the beams whose length grows
-        if not end_counted: grows = grows & (torch.arange(V) != end)           # the end token left out of the length
+        # (K, V): every one-token extension
+        cand = acc[:, None] * step.exp() if probs is True else acc[:, None] + step
+        # the beams whose length grows
+        grows = (
+            torch.ones(K, 1, dtype=torch.bool)
+            if finished in ('extend', 'grow')
+            else ~done[:, None]
+        )
+        # the end token left out of the length
+        if not end_counted: grows = grows & (torch.arange(V) != end)
         cand_len = (length[:, None] + grows).expand(-1, V)
         rank = cand / length_penalty(cand_len, alpha) if score == 'every' else cand
-        if joint or t == 0: best = rank.reshape(-1).topk(K).indices             # the K best of the K * V
-        else: best = torch.arange(K) * V + rank.argmax(-1)                      # each beam extended by its own best token
+        if joint or t == 0: best = rank.reshape(-1).topk(K).indices  # the K best of the K * V
+        # each beam extended by its own best token
+        else: best = torch.arange(K) * V + rank.argmax(-1)
         rows, token = best // V, best % V
         acc, length = cand.reshape(-1)[best], cand_len.reshape(-1)[best]
         ys = torch.cat([ys[rows], token[:, None]], 1)
-        if reorder: cache.reorder(rows)                                         # reorder=False: each row reads the old row's keys and values
-        done = (torch.zeros_like(done) if finished == 'extend' else done[rows] if follow_done else done) | (token == end)
-        if (done.all() if stop == 'all' else done[0]): break                   # stop='first': when the first beam has ended
-    final = acc / length_penalty(length, alpha) if score in ('every', 'final') and not final_raw else acc
+        # reorder=False: each row reads the old row's keys and values
+        if reorder: cache.reorder(rows)
+        done = (torch.zeros_like(done) if finished == 'extend' else
+                done[rows] if follow_done else done) | (token == end)
+        # stop='first': when the first beam has ended
+        if (done.all() if stop == 'all' else done[0]): break
+    final = (
+        acc / length_penalty(length, alpha)
+        if score in ('every', 'final') and not final_raw
+        else acc
+    )
     top = int(final.argmax())
     return ys[top:top + 1, 1:int(length[top]) - int(start_counted) + 1]
 
 @torch.no_grad()
 def _hypothesis_score(model, src, tokens, alpha, start, pad):
-    "A hypothesis's normalized score: the sum of its tokens' log-probabilities (the end token included) over length_penalty(len(tokens), alpha)."
-    tgt = torch.cat([torch.tensor([start]), tokens])[None]                  # (1, L + 1), the start token first
-    logp = model(src, tgt[:, :-1], padding_mask(src, pad), causal_mask(len(tokens))).log_softmax(-1)[0]   # (L, V)
+    """A hypothesis's normalized score: the sum of its tokens' log-probabilities (the end token
+    included) over length_penalty(len(tokens), alpha)."""
+    tgt = torch.cat([torch.tensor([start]), tokens])[None]  # (1, L + 1), the start token first
+    # (L, V)
+    logp = model(src, tgt[:, :-1], padding_mask(src, pad),
+                 causal_mask(len(tokens))).log_softmax(-1)[0]
     return (logp.gather(-1, tokens[:, None]).sum() / length_penalty(len(tokens), alpha)).item()
 
-# the cases: (seed of the source, end_id, beam_size, alpha); together they tell every mistake below from the others
-_BEAM_CASES = [(2, 3, 5, 2.0), (0, 4, 3, 4.0), (1, 6, 3, 2.0), (0, 5, 3, 0.6), (3, 7, 2, 1.0), (0, 3, 4, 2.0), (0, 6, 3, 2.0)]
+# the cases: (seed of the source, end_id, beam_size, alpha); together they tell every mistake
+# below from the others
+_BEAM_CASES = [(2, 3, 5, 2.0), (0, 4, 3, 4.0), (1, 6, 3, 2.0), (0, 5, 3, 0.6), (3, 7, 2, 1.0),
+               (0, 3, 4, 2.0), (0, 6, 3, 2.0)]
 _BEAM_MISTAKES = [
-    (dict(score='none'), "the hypotheses are ranked by their summed log-probability without the length penalty (or by a product of "
-                         "probabilities, which ranks the same way and underflows to 0 on long outputs): rank every candidate by "
+    (dict(score='none'),
+     "the hypotheses are ranked by their summed log-probability without the length penalty (or "
+     "by a product of "
+                         "probabilities, which ranks the same way and underflows to 0 on long "
+                         "outputs): rank every candidate by "
                          "log-probability / length_penalty(length, alpha)"),
-    (dict(score='final'), "the length penalty divides only at the final choice: this exercise, like the course's beam_search, ranks every "
-                          "candidate at every step by log-probability / length_penalty(length, alpha)"),
-    (dict(finished='extend'), "a beam goes on after its end_id: a finished hypothesis keeps its score and length and is only extended by pad_id"),
-    (dict(finished='drop'), "finished hypotheses are dropped from the beam: keep them (extended by pad_id at log-probability 0, their length unchanged), "
+    (dict(score='final'),
+     "the length penalty divides only at the final choice: this exercise, like the course's "
+     "beam_search, ranks every "
+                          "candidate at every step by log-probability / "
+                          "length_penalty(length, alpha)"),
+    (dict(finished='extend'),
+     "a beam goes on after its end_id: a finished hypothesis keeps its score and length and is "
+     "only extended by pad_id"),
+    (dict(finished='drop'),
+     "finished hypotheses are dropped from the beam: keep them (extended by pad_id at "
+     "log-probability 0, their length unchanged), "
                             "so that they compete with the longer ones"),
-    (dict(all_live=True), "the result is greedy decoding's, as when only one hypothesis survives: either every beam starts at score 0, so the first "
-                          "step picks the same token beam_size times and the beam holds copies (start the other beams at -inf: only the first is "
-                          "extended at the first step), or each beam is extended by its own best token from the first step on, so the beams "
-                          "started at -inf never get a hypothesis (take the top beam_size of all beam_size * V candidates at once)"),
-    (dict(joint=False), "each beam is extended by its own best token: take the top beam_size of all beam_size * V candidates at once"),
-    (dict(final_raw=True), "the hypothesis returned is the one of highest raw log-probability: return the one of highest log-probability / length_penalty(length, alpha), "
+    (dict(all_live=True),
+     "the result is greedy decoding's, as when only one hypothesis survives: either every beam "
+     "starts at score 0, so the first "
+                          "step picks the same token beam_size times and the beam holds copies "
+                          "(start the other beams at -inf: only the first is "
+                          "extended at the first step), or each beam is extended by its own "
+                          "best token from the first step on, so the beams "
+                          "started at -inf never get a hypothesis (take the top beam_size of "
+                          "all beam_size * V candidates at once)"),
+    (dict(joint=False),
+     "each beam is extended by its own best token: take the top beam_size of all beam_size * V "
+     "candidates at once"),
+    (dict(final_raw=True),
+     "the hypothesis returned is the one of highest raw log-probability: return the one of "
+     "highest log-probability / length_penalty(length, alpha), "
                            "the score the beam was ranked by"),
-    (dict(start_counted=True), "the start token is counted in the length the penalty divides by: a hypothesis's length is its generated tokens, the end token "
+    (dict(start_counted=True),
+     "the start token is counted in the length the penalty divides by: a hypothesis's length "
+     "is its generated tokens, the end token "
                                "included and the start token not"),
-    (dict(finished='grow'), "a finished beam's length grows by one with each pad_id it is extended by: it keeps the length it had when it ended "
-                            "(add 1 to the live beams only, length + ~done), so that its penalty and the tokens returned stop at its end token"),
-    (dict(end_counted=False), "the end token is not counted in the length: a hypothesis's length is its generated tokens, the end token included "
-                              "(add 1 for every live beam's candidate, whatever its token), and the hypothesis returned ends with it"),
-    (dict(reorder=False), "the cache is not reordered: after choosing the beams, cache.reorder(rows) so that each beam reads the keys and values of "
+    (dict(finished='grow'),
+     "a finished beam's length grows by one with each pad_id it is extended by: it keeps the "
+     "length it had when it ended "
+                            "(add 1 to the live beams only, length + ~done), so that its "
+                            "penalty and the tokens returned stop at its end token"),
+    (dict(end_counted=False),
+     "the end token is not counted in the length: a hypothesis's length is its generated "
+     "tokens, the end token included "
+                              "(add 1 for every live beam's candidate, whatever its token), "
+                              "and the hypothesis returned ends with it"),
+    (dict(reorder=False),
+     "the cache is not reordered: after choosing the beams, cache.reorder(rows) so that each "
+     "beam reads the keys and values of "
                           "the hypothesis it extends"),
-    (dict(follow_done=False), "the finished flags stay with the rows, not with the beams: reorder them with the beams, done = done[rows] | (token == end_id)"),
-    (dict(probs='added'), "probabilities are added to the score: add log-probabilities (log_softmax), whose sum is the log of the hypothesis's probability"),
-    (dict(stop='first'), "the search stops when the first beam has ended: go on until every beam has (done.all()), so that the longer hypotheses "
+    (dict(follow_done=False),
+     "the finished flags stay with the rows, not with the beams: reorder them with the beams, "
+     "done = done[rows] | (token == end_id)"),
+    (dict(probs='added'),
+     "probabilities are added to the score: add log-probabilities (log_softmax), whose sum is "
+     "the log of the hypothesis's probability"),
+    (dict(stop='first'),
+     "the search stops when the first beam has ended: go on until every beam has (done.all()), "
+     "so that the longer hypotheses "
                          "can still overtake it"),
 ]
 
 def _tokens_1d(name, out, max_len, end, what, V, after_end=None):
-    "The student's hypothesis as a 1-D tensor of ids, checked for type, device, dtype, shape, range (0..V-1) and what follows end_id (`after_end()`: a message that names why, or None)."
-    if not isinstance(out, torch.Tensor): _fail(name, f"returned {type(out).__name__} for {what}: return a tensor of token ids (1, ≤max_len)")
-    if out.device != _DEVICE: _fail(name, f"returned a tensor on {out.device} for {what}: return it on src's device ({_DEVICE})")
-    if out.dtype != torch.long: _fail(name, f"returned dtype {out.dtype} for {what}: token ids are torch.long")
+    """The student's hypothesis as a 1-D tensor of ids, checked for type, device, dtype, shape,
+    range (0..V-1) and what follows end_id (`after_end()`: a message that names why, or None).
+    """
+    if not isinstance(out, torch.Tensor):
+        _fail(name, f"returned {type(out).__name__} for {what}: return a tensor of token "
+                    "ids (1, ≤max_len)")
+    if out.device != _DEVICE:
+        _fail(name, f"returned a tensor on {out.device} for {what}: return it on src's "
+                    f"device ({_DEVICE})")
+    if out.dtype != torch.long:
+        _fail(name, f"returned dtype {out.dtype} for {what}: token ids are torch.long")
     if out.dim() != 2 or out.size(0) != 1 or not 1 <= out.size(1) <= max_len:
-        _fail(name, f"returned shape {tuple(out.shape)} for {what}: expected (1, at most max_len={max_len}), the best hypothesis without the start token")
+        _fail(name, f"returned shape {tuple(out.shape)} for {what}: expected (1, at most "
+                    f"max_len={max_len}), the best hypothesis without the start token")
     row = out[0]
     if ((row < 0) | (row >= V)).any():
-        _fail(name, f"returned ids outside 0..{V - 1} ({row.tolist()} for {what}): the token of a candidate is its index in the flattened "
-                    "beam_size * V scores modulo V (best % V), its beam the index divided by V (best // V)")
+        _fail(name, f"returned ids outside 0..{V - 1} ({row.tolist()} for {what}): the token "
+                    "of a candidate is its index in the flattened "
+                    "beam_size * V scores modulo V (best % V), its beam the index divided "
+                    "by V (best // V)")
     ends = (row == end).nonzero()
     if len(ends) and int(ends[0]) != len(row) - 1:
         msg = after_end() if after_end else None
-        if msg: _fail(name, f"returned tokens after end_id: {msg} (got {row.tolist()} for {what})")
-        _fail(name, f"returned tokens after end_id ({row.tolist()} for {what}): the hypothesis ends with its end token; a finished beam is not extended")
+        if msg:
+            _fail(name, f"returned tokens after end_id: {msg} (got {row.tolist()} for {what})")
+        _fail(name, f"returned tokens after end_id ({row.tolist()} for {what}): the hypothesis "
+                    "ends with its end token; a finished beam is not extended")
     return row
 
 @_keeps_rng
 def check_beam_search(fn: Callable) -> None:
-    "Check `fn(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id)`: beam search over one source (1, Ls) ranking every candidate by log-probability / length_penalty, finished beams kept and extended only by pad_id, top-k over beam_size * V; the hypothesis it returns (1, ≤max_len) must score as the course's beam_search's (ties broken either way pass); beam_size 1 is greedy decoding; max_len 1; float64."
+    """Check `fn(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id)`: beam search
+    over one source (1, Ls) ranking every candidate by log-probability / length_penalty,
+    finished beams kept and extended only by pad_id, top-k over beam_size * V; the hypothesis it
+    returns (1, ≤max_len) must score as the course's beam_search's (ties broken either way
+    pass); beam_size 1 is greedy decoding; max_len 1; float64."""
     name, n = 'beam_search', 0
     model, pad, start, max_len = _tiny_model(), 0, 1, 12
     V = model.config.tgt_vocab_size
-    source = lambda c: torch.randint(3, 13, (1, 7), generator=torch.Generator().manual_seed(200 + c[0]))
+    source = lambda c: torch.randint(
+        3, 13, (1, 7), generator=torch.Generator().manual_seed(200 + c[0])
+    )
     got, want = {}, {}
     def student(c):
-        "The student's hypothesis (1-D, as returned) for case `c`, or None where it raises or is not (1, n)."
+        """The student's hypothesis (1-D, as returned) for case `c`, or None where it raises or
+        is not (1, n)."""
         if c not in got:
-            r = _try(lambda: _call(name, fn, model, source(c), max_len, c[2], c[3], start, c[1], pad))
+            r = _try(
+                lambda: _call(name, fn, model, source(c), max_len, c[2], c[3], start, c[1], pad)
+            )
             got[c] = r[0] if isinstance(r, torch.Tensor) and r.dim() == 2 else None
         return got[c]
     def named(mistakes):
-        "The message of the first mistake that gives the student's hypothesis in every case (only then is it named), else None."
-        return next((msg for kw, msg in mistakes
-                     if all(student(c) is not None and torch.equal(student(c), _beam(model, source(c), max_len, c[2], c[3], start, c[1], pad, **kw)[0])
-                            for c in _BEAM_CASES)), None)
+        """The message of the first mistake that gives the student's hypothesis in every case
+        (only then is it named), else None."""
+        return next((msg for kw, msg in mistakes if all(
+            student(c) is not None and torch.equal(
+                student(c),
+                _beam(model, source(c), max_len, c[2], c[3], start, c[1], pad, **kw)[0])
+            for c in _BEAM_CASES)), None)
     def swapped(e):
-        "A hint for a call that raised (`e`, from `_call`): right with beam_size = V, where best // beam_size and best // V agree."
+        """A hint for a call that raised (`e`, from `_call`): right with beam_size = V, where
+        best // beam_size and best // V agree."""
         if type(e.__cause__).__name__ not in ('IndexError', 'RuntimeError'): return None
         c = (_BEAM_CASES[0][0], _BEAM_CASES[0][1], V, _BEAM_CASES[0][3])
         r = _try(lambda: _call(name, fn, model, source(c), max_len, V, c[3], start, c[1], pad))
-        if not (isinstance(r, torch.Tensor) and r.dim() == 2 and torch.equal(r[0], _beam(model, source(c), max_len, V, c[3], start, c[1], pad)[0])): return None
-        return (f"; with beam_size equal to the vocabulary size ({V}) the same call runs and returns the best hypothesis, so beam_size and V "
-                "are swapped somewhere: a candidate's beam is best // V and its token best % V, with V = model.config.tgt_vocab_size")
+        if not (isinstance(r, torch.Tensor) and r.dim() == 2 and torch.equal(
+                r[0],
+                _beam(model, source(c), max_len, V, c[3], start, c[1], pad)[0])):
+            return None
+        return (f"; with beam_size equal to the vocabulary size ({V}) the same call runs and "
+                "returns the best hypothesis, so beam_size and V "
+                "are swapped somewhere: a candidate's beam is best // V and its token best % "
+                "V, with V = model.config.tgt_vocab_size")
     for case in _BEAM_CASES:
         seed, end, K, alpha = case
         src = source(case)
         what = f"src (1, 7), max_len={max_len}, beam_size={K}, alpha={alpha}, end_id={end}"
-        try: out = _decode_call(name, lambda m, s, ml, st, e, p: fn(m, s, ml, K, alpha, st, e, p), model, src, max_len, start, end, pad)
+        try:
+            out = _decode_call(name,
+                               lambda m, s, ml, st, e, p: fn(m, s, ml, K, alpha, st, e, p),
+                               model, src, max_len, start, end, pad)
         except AssertionError as e:
             hint = swapped(e)
             if not hint: raise
             raise AssertionError(f"{e}{hint}") from None
-        got[case] = _tokens_1d(name, out, max_len, end, what, V, after_end=lambda: named([m for m in _BEAM_MISTAKES if m[0] == dict(finished='grow')]))
+        got[case] = _tokens_1d(
+            name, out, max_len, end, what, V, after_end=lambda: named(
+                [m for m in _BEAM_MISTAKES if m[0] == dict(finished='grow')]))
         want[case] = _beam(model, src, max_len, K, alpha, start, end, pad)[0]
-        mine, best = _hypothesis_score(model, src, got[case], alpha, start, pad), _hypothesis_score(model, src, want[case], alpha, start, pad)
+        mine, best = _hypothesis_score(
+            model, src, got[case], alpha, start, pad
+        ), _hypothesis_score(model, src, want[case], alpha, start, pad)
         if abs(mine - best) > 1e-5 and not torch.equal(got[case], want[case]):
-            msg = named(_BEAM_MISTAKES) or "the hypothesis returned is not the best beam search finds"
-            _fail(name, f"{msg} ({what}: got {got[case].tolist()} scoring {mine:.4f}, expected {want[case].tolist()} scoring {best:.4f})")
+            msg = (
+                named(_BEAM_MISTAKES)
+                or "the hypothesis returned is not the best beam search finds"
+            )
+            _fail(name, f"{msg} ({what}: got {got[case].tolist()} scoring {mine:.4f}, expected "
+                        f"{want[case].tolist()} scoring {best:.4f})")
         n += 1
     src = torch.randint(3, 13, (2, 7), generator=torch.Generator().manual_seed(210))[:1]
-    greedy = _greedy(model, src, max_len, start, 5, pad)[0]                # (max_len,), right-padded
-    one = _tokens_1d(name, _decode_call(name, lambda m, s, ml, st, e, p: fn(m, s, ml, 1, 0.6, st, e, p), model, src, max_len, start, 5, pad), max_len, 5, 'beam_size=1', model.config.tgt_vocab_size)
+    greedy = _greedy(model, src, max_len, start, 5, pad)[0]  # (max_len,), right-padded
+    one = _tokens_1d(
+        name,
+        _decode_call(name, lambda m, s, ml, st, e, p: fn(m, s, ml, 1, 0.6, st, e, p), model,
+                     src, max_len, start, 5, pad), max_len, 5, 'beam_size=1',
+        model.config.tgt_vocab_size)
     if not torch.equal(F.pad(one, (0, max_len - len(one)), value=pad), greedy):
-        _fail(name, f"with beam_size 1 the result differs from greedy decoding (got {one.tolist()}, greedy gives {greedy.tolist()}): one beam keeps the single best token at every step")
+        _fail(name, "with beam_size 1 the result differs from greedy decoding (got "
+                    f"{one.tolist()}, greedy gives {greedy.tolist()}): one beam keeps the "
+                    "single best token at every step")
     n += 1
-    for label, m, ml in (("max_len=1", model, 1), ("float64", _tiny_model(torch.float64), max_len)):
-        out = _tokens_1d(name, _decode_call(name, lambda mm, s, l, st, e, p: fn(mm, s, l, 3, 0.6, st, e, p), m, src, ml, start, 5, pad), ml, 5, label, m.config.tgt_vocab_size)
+    for label, m, ml in (
+        ("max_len=1", model, 1),
+        ("float64", _tiny_model(torch.float64), max_len),
+    ):
+        out = _tokens_1d(
+            name,
+            _decode_call(name, lambda mm, s, l, st, e, p: fn(mm, s, l, 3, 0.6, st, e, p), m,
+                         src, ml, start, 5, pad), ml, 5, label, m.config.tgt_vocab_size)
         ref = _beam(m, src, ml, 3, 0.6, start, 5, pad)[0]
-        if abs(_hypothesis_score(m, src, out, 0.6, start, pad) - _hypothesis_score(m, src, ref, 0.6, start, pad)) > 1e-6 and not torch.equal(out, ref):
+        if abs(
+                _hypothesis_score(m, src, out, 0.6, start, pad)
+                - _hypothesis_score(m, src, ref, 0.6, start, pad)) > 1e-6 and not torch.equal(
+                    out, ref):
             _fail(name, f"wrong for {label}: got {out.tolist()}, expected {ref.tolist()}")
         n += 1
     _passed(name, n)

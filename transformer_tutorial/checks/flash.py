@@ -11,41 +11,52 @@ import importlib.util, math
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from ..flash import LargestTensor
-from .core import _randn, _fail, _Skipped, _shape, _close, _maxerr, _call, _try, _diagnose, _keeps_rng, _passed
+from .core import _randn, _fail, _Skipped, _shape, _close, _maxerr
+from .core import _call, _try, _diagnose, _keeps_rng, _passed
 
 # %% ../../nbs/13d_flash_checks.ipynb #6226b2e8
 class _Watched(TorchDispatchMode):
-    "Within the block, `.reductions` names each maximum or softmax taken over a whole last axis of `length` entries, `.tensors` holds the (shape, dtype) of every tensor an operation returns."
-    _REDUCE = ('amax', 'max', 'softmax', '_softmax', 'log_softmax', '_log_softmax', 'logsumexp', 'sort', 'topk', 'argmax')
+    """Within the block, `.reductions` names each maximum or softmax taken over a whole last
+    axis of `length` entries, `.tensors` holds the (shape, dtype) of every tensor an
+    operation returns."""
+    _REDUCE = ('amax', 'max', 'softmax', '_softmax', 'log_softmax', '_log_softmax', 'logsumexp',
+               'sort', 'topk', 'argmax')
     def __init__(self, length):
         super().__init__(); self.length, self.reductions, self.tensors = length, [], []
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         first = args[0] if args else None
-        if (func.overloadpacket.__name__ in self._REDUCE and isinstance(first, torch.Tensor) and first.dim()
-                and first.size(-1) == self.length): self.reductions.append(func.overloadpacket.__name__)
+        if (func.overloadpacket.__name__ in self._REDUCE and isinstance(first, torch.Tensor)
+                and first.dim() and first.size(-1) == self.length):
+                    self.reductions.append(func.overloadpacket.__name__)
         for t in (out if isinstance(out, (tuple, list)) else [out]):
             if isinstance(t, torch.Tensor): self.tensors.append((tuple(t.shape), t.dtype))
         return out
 
 def _float32_inside(out, ref, how):
-    "The message for a float64 result that is wrong: computed in float32 when its error is float32's rounding."
+    """The message for a float64 result that is wrong: computed in float32 when its error is
+    float32's rounding."""
     err = _maxerr(out, ref)
     if err < 1e-5 * max(1.0, ref.abs().max().item()):
-        return (f"float64 in, float64 out, but computed in float32 inside (max error {err:.3g}, float32's rounding): make every tensor "
+        return ("float64 in, float64 out, but computed in float32 inside (max error "
+                f"{err:.3g}, float32's rounding): make every tensor "
                 f"in the input's dtype ({how}), never a bare float32 one")
     return f"wrong in float64 (max error {err:.3g})"
 
 def _online(x, block, *, rescale='right', final='running', skip_partial=False):
-    "The online softmax, block by block, with each mistake a student might make (the defaults: right)."
-    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype)               # the running maximum
-    l = torch.zeros_like(m)                                              # the running sum of exp(x - m)
+    """The online softmax, block by block, with each mistake a student might make (the defaults:
+    right)."""
+    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype)  # the running maximum
+    l = torch.zeros_like(m)                                 # the running sum of exp(x - m)
     last = m
     stop = x.size(-1) - x.size(-1) % block if skip_partial else x.size(-1)
     for j in range(0, stop, block):
         xb = x[..., j:j + block]
         m_new = torch.maximum(m, xb.amax(-1))
-        factor = {'right': torch.exp(m - m_new), 'none': torch.ones_like(m), 'twice': torch.exp(2 * (m - m_new))}[rescale]
+        factor = {
+            'right': torch.exp(m - m_new), 'none': torch.ones_like(m),
+            'twice': torch.exp(2 * (m - m_new))
+        }[rescale]
         l = l * factor + torch.exp(xb - m_new[..., None]).sum(-1)
         m, last = m_new, xb.amax(-1)
     top = m if final == 'running' else last
@@ -53,77 +64,125 @@ def _online(x, block, *, rescale='right', final='running', skip_partial=False):
 
 @_keeps_rng
 def check_online_softmax(fn: Callable) -> None:
-    "Check `fn(x, block)`: the softmax over the last axis of `x`, its maximum and normalizer kept as running values over blocks of `block` entries; equal to x.softmax(-1) for lengths that are not a multiple of the block, blocks of 1 and longer than the row, inputs near 1000 and -inf entries; dtype kept."
+    """Check `fn(x, block)`: the softmax over the last axis of `x`, its maximum and normalizer
+    kept as running values over blocks of `block` entries; equal to x.softmax(-1) for lengths
+    that are not a multiple of the block, blocks of 1 and longer than the row, inputs near
+    1000 and -inf entries; dtype kept."""
     name, n = 'online_softmax', 0
-    x = 3 * _randn(4, 10, seed=80) + torch.linspace(0, 6, 10)             # rising: the maximum grows from block to block
+    # rising: the maximum grows from block to block
+    x = 3 * _randn(4, 10, seed=80) + torch.linspace(0, 6, 10)
     for block in (3, 1, 4, 10, 16):
         out = _call(name, fn, x, block)
         if not isinstance(out, torch.Tensor) or out.shape != x.shape:
-            _fail(name, f"returned {_shape(out)} for x {tuple(x.shape)}, block {block}: the softmax has the input's shape")
+            _fail(name, f"returned {_shape(out)} for x {tuple(x.shape)}, block {block}: the "
+                        "softmax has the input's shape")
         if out.dtype != x.dtype:
-            _fail(name, f"returned {out.dtype} for {x.dtype} x {tuple(x.shape)}, block {block}: keep the input's dtype (torch.full(..., dtype=x.dtype))")
+            _fail(name, f"returned {out.dtype} for {x.dtype} x {tuple(x.shape)}, block "
+                        f"{block}: keep the input's dtype (torch.full(..., dtype=x.dtype))")
         if not torch.isfinite(out).all():
-            _fail(name, f"NaN or inf for x {tuple(x.shape)}, block {block}, where no entry is -inf: a running value that starts at -inf "
-                        "meets 0 * inf or -inf - (-inf); is the rescale inverted? The running sum is multiplied by exp(m_old - m_new), which is 0, not inf, "
+            _fail(name, f"NaN or inf for x {tuple(x.shape)}, block {block}, where no entry is "
+                        "-inf: a running value that starts at -inf "
+                        "meets 0 * inf or -inf - (-inf); is the rescale inverted? The running "
+                        "sum is multiplied by exp(m_old - m_new), which is 0, not inf, "
                         "on the first block")
         if _close(out, x.softmax(-1), atol=1e-6): n += 1; continue
         msg = _diagnose(out, [(_online(x, block, **kw), m) for kw, m in [
-            (dict(rescale='none'), "the running sum is not rescaled when the maximum grows: multiply it by exp(m_old - m_new) before adding the new block"),
-            (dict(rescale='twice'), "the running sum is rescaled twice per block: once by exp(m_old - m_new)"),
-            (dict(final='last'), "the final exp uses the last block's maximum: use the running maximum, the maximum over the whole row"),
-            (dict(skip_partial=True), f"the last, shorter block is skipped: the row has {x.size(-1)} entries, blocks of {block} leave {x.size(-1) % block}; range(0, L, block) reaches them"),
+            (dict(rescale='none'),
+             "the running sum is not rescaled when the maximum grows: multiply it by exp(m_old "
+             "- m_new) before adding the new block"),
+            (dict(rescale='twice'),
+             "the running sum is rescaled twice per block: once by exp(m_old - m_new)"),
+            (dict(final='last'),
+             "the final exp uses the last block's maximum: use the running maximum, the "
+             "maximum over the whole row"),
+            (dict(skip_partial=True),
+             f"the last, shorter block is skipped: the row has {x.size(-1)} entries, blocks of "
+             f"{block} leave {x.size(-1) % block}; range(0, L, block) reaches them"),
         ]])
-        if msg is None and _close(out, x.softmax(0), atol=1e-6): msg = "the softmax runs over the first axis: take it over the last"
-        if msg is None and _close(out.sum(-1), torch.ones(x.shape[:-1]), atol=1e-5): msg = "each row sums to 1 but the values are off"
-        _fail(name, f"{msg or 'wrong values'} (x {tuple(x.shape)}, block {block}; max error {_maxerr(out, x.softmax(-1)):.3g})")
-    masked = x.masked_fill(torch.arange(10) % 4 == 1, -math.inf)          # masked entries, and a first block whose maximum is finite
-    masked[0, :3] = -math.inf                                             # a row whose whole first block is masked
+        if msg is None and _close(out, x.softmax(0), atol=1e-6):
+            msg = "the softmax runs over the first axis: take it over the last"
+        if msg is None and _close(out.sum(-1), torch.ones(x.shape[:-1]), atol=1e-5):
+            msg = "each row sums to 1 but the values are off"
+        _fail(name, f"{msg or 'wrong values'} (x {tuple(x.shape)}, block {block}; max error "
+                    f"{_maxerr(out, x.softmax(-1)):.3g})")
+    # masked entries, and a first block whose maximum is finite
+    masked = x.masked_fill(torch.arange(10) % 4 == 1, -math.inf)
+    masked[0, :3] = -math.inf  # a row whose whole first block is masked
     for inp, where, not_finite in [
-        (x + 1000, "for inputs near 1000", "exp(1000) overflows; subtract the running maximum before exp, that is what it is for"),
-        (masked, "where entries are -inf", "a row whose first block is all -inf (masked): exp(m_old - m_new) with both -inf is exp(nan); "
-                                           "where the new maximum is -inf, rescale by 0 or replace it by 0 before subtracting"),
-        (x - 300, "for inputs near -300", "the running maximum started at 0, not -inf, so exp(x - 0) underflows to 0 for every entry and the "
-                                          "sum is 0; start it at -inf (torch.full(..., -math.inf)), which the first block's maximum replaces")]:
+        (x + 1000, "for inputs near 1000",
+         "exp(1000) overflows; subtract the running maximum before exp, that "
+         "is what it is for"),
+        (masked, "where entries are -inf",
+         "a row whose first block is all -inf (masked): exp(m_old - m_new) with both "
+         "-inf is exp(nan); "
+                                           "where the new maximum is -inf, rescale by 0 or "
+                                           "replace it by 0 before subtracting"),
+        (x - 300, "for inputs near -300",
+         "the running maximum started at 0, not -inf, so exp(x - 0) underflows to 0 for "
+         "every entry and the "
+                                          "sum is 0; start it at -inf (torch.full(..., "
+                                          "-math.inf)), which the first block's "
+                                          "maximum replaces")]:
         out = _call(name, fn, inp, 3)
-        if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()): _fail(name, f"NaN or inf {where}: {not_finite}")
-        if not _close(out, inp.softmax(-1), atol=1e-6): _fail(name, f"wrong {where} (max error {_maxerr(out, inp.softmax(-1)):.3g})")
+        if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
+            _fail(name, f"NaN or inf {where}: {not_finite}")
+        if not _close(out, inp.softmax(-1), atol=1e-6):
+            _fail(name, f"wrong {where} (max error {_maxerr(out, inp.softmax(-1)):.3g})")
         n += 1
-    out = _call(name, fn, masked - 300, 3)                                # a masked first block, then entries near -300
+    out = _call(name, fn, masked - 300, 3)  # a masked first block, then entries near -300
     if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
-        _fail(name, "NaN or inf where a row's first block is all -inf and its other entries are near -300: the running maximum kept "
-                    "the 0 that stood in for -inf, so exp(x - 0) underflows; keep -inf (or the true maximum) as the running maximum and "
+        _fail(name, "NaN or inf where a row's first block is all -inf and its other entries "
+                    "are near -300: the running maximum kept "
+                    "the 0 that stood in for -inf, so exp(x - 0) underflows; keep -inf (or the "
+                    "true maximum) as the running maximum and "
                     "use the 0 only inside the exp")
-    if not _close(out, (masked - 300).softmax(-1), atol=1e-6): _fail(name, f"wrong where a masked first block is followed by entries near -300 (max error {_maxerr(out, (masked - 300).softmax(-1)):.3g})")
+    if not _close(out, (masked - 300).softmax(-1), atol=1e-6):
+        _fail(name, "wrong where a masked first block is followed by entries near -300 (max "
+                    f"error {_maxerr(out, (masked - 300).softmax(-1)):.3g})")
     n += 1
-    x3 = 3 * _randn(2, 3, 10, seed=79)                                    # leading axes: the row is still the last one
+    x3 = 3 * _randn(2, 3, 10, seed=79)  # leading axes: the row is still the last one
     out = _call(name, fn, x3, 3)
-    if not (isinstance(out, torch.Tensor) and out.shape == x3.shape and _close(out, x3.softmax(-1), atol=1e-6)):
-        _fail(name, f"the rows of a 2-D x are right but a 3-D x {tuple(x3.shape)} (block 3) is not: take the length and the blocks from "
-                    "the last axis, x.size(-1) and x[..., j:j + block], whatever the axes before it")
+    if not (isinstance(out, torch.Tensor) and out.shape == x3.shape
+            and _close(out, x3.softmax(-1), atol=1e-6)):
+        _fail(name, f"the rows of a 2-D x are right but a 3-D x {tuple(x3.shape)} (block 3) is "
+                    "not: take the length and the blocks from "
+                    "the last axis, x.size(-1) and x[..., j:j + block], whatever "
+                    "the axes before it")
     n += 1
     with _Watched(x.size(-1)) as seen: _call(name, fn, x, 3)
     if seen.reductions:
-        what = {'softmax': 'a softmax', '_softmax': 'a softmax', 'log_softmax': 'a log-softmax', '_log_softmax': 'a log-softmax',
-                'logsumexp': 'a logsumexp', 'sort': 'a sort', 'topk': 'a top-k'}.get(seen.reductions[0], 'the maximum')
-        _fail(name, f"took {what} over the whole row of {x.size(-1)} entries (block 3): the online softmax reads each row once, "
-                    "block by block, its maximum and sum kept as running values; no maximum or softmax of the whole row")
+        what = {
+            'softmax': 'a softmax', '_softmax': 'a softmax', 'log_softmax': 'a log-softmax',
+            '_log_softmax': 'a log-softmax', 'logsumexp': 'a logsumexp', 'sort': 'a sort',
+            'topk': 'a top-k'
+        }.get(seen.reductions[0], 'the maximum')
+        _fail(name, f"took {what} over the whole row of {x.size(-1)} entries (block 3): the "
+                    "online softmax reads each row once, "
+                    "block by block, its maximum and sum kept as running values; no maximum or "
+                    "softmax of the whole row")
     n += 1
     x64 = x.double()
     out = _call(name, fn, x64, 3)
     if not isinstance(out, torch.Tensor) or out.dtype != torch.float64:
-        _fail(name, f"returned {getattr(out, 'dtype', type(out).__name__)} for float64 input: keep the input's dtype (torch.full(..., dtype=x.dtype))")
-    if not _close(out, x64.softmax(-1), atol=1e-12, rtol=1e-10): _fail(name, _float32_inside(out, x64.softmax(-1), "torch.full(..., dtype=x.dtype)"))
+        _fail(name, f"returned {getattr(out, 'dtype', type(out).__name__)} for float64 input: "
+                    "keep the input's dtype (torch.full(..., dtype=x.dtype))")
+    if not _close(out, x64.softmax(-1), atol=1e-12, rtol=1e-10):
+        _fail(name, _float32_inside(out, x64.softmax(-1), "torch.full(..., dtype=x.dtype)"))
     n += 1
     _passed(name, n)
 
 # %% ../../nbs/13d_flash_checks.ipynb #808a3650
 def _reference_attention(q, k, v, causal):
     s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))                 # (B, H, Lq, Lk)
-    if causal: s = s.masked_fill(torch.ones(q.size(-2), k.size(-2), dtype=torch.bool).triu(1), -math.inf)
+    if causal:
+        s = s.masked_fill(
+            torch.ones(q.size(-2), k.size(-2), dtype=torch.bool).triu(1), -math.inf)
     return s.softmax(-1) @ v
 
-def _tiled(q, k, v, causal, block, *, scale=True, rescale_out=True, rescale_sum=True, divide=True, diagonal=True, relative=False):
-    "Attention a block of keys at a time, for all queries at once, with each mistake a student might make (the defaults: right)."
+def _tiled(q, k, v, causal, block, *, scale=True, rescale_out=True, rescale_sum=True,
+           divide=True, diagonal=True, relative=False):
+    """Attention a block of keys at a time, for all queries at once, with each mistake a student
+    might make (the defaults: right)."""
     Lq, Lk = q.size(-2), k.size(-2)
     m = q.new_full(q.shape[:-1], -math.inf)                              # (B, H, Lq)
     l = q.new_zeros(q.shape[:-1])
@@ -132,8 +191,11 @@ def _tiled(q, k, v, causal, block, *, scale=True, rescale_out=True, rescale_sum=
         s = q @ k[..., j:j + block, :].transpose(-2, -1)                 # (B, H, Lq, b)
         if scale: s = s / math.sqrt(q.size(-1) if scale is True else v.size(-1))
         if causal:
-            keys, queries = torch.arange(0 if relative else j, (0 if relative else j) + s.size(-1)), torch.arange(Lq)
-            future = keys[None] > queries[:, None] if diagonal else keys[None] >= queries[:, None]
+            keys, queries = torch.arange(0 if relative else j,
+                                         (0 if relative else j) + s.size(-1)), torch.arange(Lq)
+            future = (
+                keys[None] > queries[:, None] if diagonal else keys[None] >= queries[:, None]
+            )
             s = s.masked_fill(future, -math.inf)
         m_new = torch.maximum(m, s.amax(-1))
         safe = m_new.masked_fill(m_new == -math.inf, 0.0)
@@ -145,78 +207,136 @@ def _tiled(q, k, v, causal, block, *, scale=True, rescale_out=True, rescale_sum=
     return out / l[..., None] if divide else out
 
 def _tiled_mistakes(q, k, v, causal, block):
-    "(output, message) for each mistake of tiled attention that `_tiled` makes, for `_diagnose`."
+    """(output, message) for each mistake of tiled attention that `_tiled` makes, for
+    `_diagnose`."""
     return [(_tiled(q, k, v, causal, block, **kw), m) for kw, m in [
         (dict(scale=False), "the scores are not scaled by 1/sqrt(d_k)"),
-        (dict(scale='d_v'), "the scores are scaled by 1/sqrt(d_v), the values' width: scale by 1/sqrt(d_k), the width of q and k"),
-        (dict(relative=True), "the causal mask compares a query with key positions counted from the block's start: key j + t of block j "
+        (dict(scale='d_v'),
+         "the scores are scaled by 1/sqrt(d_v), the values' width: scale by 1/sqrt(d_k), the "
+         "width of q and k"),
+        (dict(relative=True),
+         "the causal mask compares a query with key positions counted from the block's start: "
+         "key j + t of block j "
                               "is at position j + t (torch.arange(j, j + block))"),
-        (dict(rescale_out=False), "the running output is not rescaled when the maximum grows: multiply it by exp(m_old - m_new) before adding p @ v"),
-        (dict(rescale_sum=False), "the running sum is not rescaled when the maximum grows: multiply it by exp(m_old - m_new) before adding the block's sum"),
-        (dict(rescale_out=False, rescale_sum=False), "neither the running sum nor the output is rescaled when the maximum grows: multiply both by exp(m_old - m_new)"),
+        (dict(rescale_out=False),
+         "the running output is not rescaled when the maximum grows: multiply it by exp(m_old "
+         "- m_new) before adding p @ v"),
+        (dict(rescale_sum=False),
+         "the running sum is not rescaled when the maximum grows: multiply it by exp(m_old - "
+         "m_new) before adding the block's sum"),
+        (dict(rescale_out=False, rescale_sum=False),
+         "neither the running sum nor the output is rescaled when the maximum grows: multiply "
+         "both by exp(m_old - m_new)"),
         (dict(divide=False), "the output is not divided by the running sum at the end"),
-        (dict(diagonal=False), "a query does not read its own key: causal attention reads keys j <= i, the diagonal included"),
+        (dict(diagonal=False),
+         "a query does not read its own key: causal attention reads keys j <= i, the "
+         "diagonal included"),
     ]]
 
 def _fail_nan(name, out, causal, what):
-    "Fail for an output with NaN or inf, naming the hidden diagonal when query 0 alone has them."
-    bad_rows = (~torch.isfinite(out)).any(-1).any(0).any(0)             # (Lq,) the queries with a NaN or inf
+    """Fail for an output with NaN or inf, naming the hidden diagonal when query 0 alone has
+    them."""
+    # (Lq,) the queries with a NaN or inf
+    bad_rows = (~torch.isfinite(out)).any(-1).any(0).any(0)
     if causal and bad_rows[0] and not bad_rows[1:].any():
-        _fail(name, f"NaN for query 0 alone ({what}): it reads no key, so a query does not read its own key: causal attention "
+        _fail(name, f"NaN for query 0 alone ({what}): it reads no key, so a query does not "
+                    "read its own key: causal attention "
                     "reads keys j <= i, the diagonal included")
-    _fail(name, f"NaN or inf for {what}: a running maximum that is still -inf meets exp(-inf - (-inf)); replace such a maximum by 0 "
+    _fail(name, f"NaN or inf for {what}: a running maximum that is still -inf meets exp(-inf - "
+                "(-inf)); replace such a maximum by 0 "
                 "before subtracting (its weights are exp(-inf) = 0 anyway)")
 
 @_keeps_rng
 def check_tiled_attention(fn: Callable) -> None:
-    "Check `fn(q, k, v, causal, block)`: softmax(Q Kᵀ / √d) V (B, H, Lq, d_v), with `causal` queries reading keys up to their own position, computed `block` keys at a time so that no (Lq, Lk) score matrix exists; lengths not a multiple of the block, Lq != Lk, blocks of 1 and longer than Lk, large scores, float64."
+    """Check `fn(q, k, v, causal, block)`: softmax(Q Kᵀ / √d) V (B, H, Lq, d_v), with `causal`
+    queries reading keys up to their own position, computed `block` keys at a time so that no
+    (Lq, Lk) score matrix exists; lengths not a multiple of the block, Lq != Lk, blocks of 1 and
+    longer than Lk, large scores, float64."""
     name, n = 'tiled_attention', 0
-    cases = [((2, 2, 9, 8), 11, False, 4), ((1, 2, 10, 4), 10, True, 3), ((2, 1, 7, 8), 7, True, 1), ((1, 1, 5, 8), 6, False, 16),
+    cases = [((2, 2, 9, 8), 11, False, 4), ((1, 2, 10, 4), 10, True, 3),
+             ((2, 1, 7, 8), 7, True, 1), ((1, 1, 5, 8), 6, False, 16),
              ((1, 1, 12, 8), 12, True, 4)]
     for (B, H, Lq, d), Lk, causal, block in cases:
-        q, k, v = _randn(B, H, Lq, d, seed=81), _randn(B, H, Lk, d, seed=82), _randn(B, H, Lk, d + 2, seed=83)  # d_v != d_k
-        what = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, causal={causal}, block={block}"
+        # d_v != d_k
+        q, k, v = (
+            _randn(B, H, Lq, d, seed=81),
+            _randn(B, H, Lk, d, seed=82),
+            _randn(B, H, Lk, d + 2, seed=83),
+        )
+        what = (
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, causal={causal},"
+            f" block={block}"
+        )
         out = _call(name, fn, q, k, v, causal, block)
         ref = _reference_attention(q, k, v, causal)
         if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
-            _fail(name, f"returned {_shape(out)} for {what}: the output is (B, H, Lq, d_v) = {tuple(ref.shape)}")
-        if out.dtype != q.dtype: _fail(name, f"returned {out.dtype} for {q.dtype} inputs ({what}): keep the inputs' dtype (q.new_zeros, q.new_full)")
+            _fail(name, f"returned {_shape(out)} for {what}: the output is (B, H, Lq, d_v) = "
+                        f"{tuple(ref.shape)}")
+        if out.dtype != q.dtype:
+            _fail(name, f"returned {out.dtype} for {q.dtype} inputs ({what}): keep the inputs' "
+                        "dtype (q.new_zeros, q.new_full)")
         if not torch.isfinite(out).all(): _fail_nan(name, out, causal, what)
         if _close(out, ref, atol=1e-5): n += 1; continue
         msg = _diagnose(out, _tiled_mistakes(q, k, v, causal, block))
-        if msg is None and causal and _close(out, _reference_attention(q, k, v, False), atol=1e-5): msg = "causal=True is ignored: query i reads only keys 0..i"
+        if msg is None and causal and _close(out, _reference_attention(q, k, v, False),
+                                             atol=1e-5):
+            msg = "causal=True is ignored: query i reads only keys 0..i"
         _fail(name, f"{msg or 'wrong values'} ({what}; max error {_maxerr(out, ref):.3g})")
-    q, k, v = (30 * _randn(1, 1, 8, 4, seed=s) for s in (84, 85, 86))       # scores in the hundreds: exp overflows without the running maximum
+    # scores in the hundreds: exp overflows without the running maximum
+    q, k, v = (30 * _randn(1, 1, 8, 4, seed=s) for s in (84, 85, 86))
     out = _call(name, fn, q, k, v, False, 4)
     if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
-        _fail(name, "NaN or inf for scores in the hundreds: subtract the running maximum before exp")
-    if not _close(out, _reference_attention(q, k, v, False), atol=1e-4): _fail(name, f"wrong for scores in the hundreds (max error {_maxerr(out, _reference_attention(q, k, v, False)):.3g})")
+        _fail(name, "NaN or inf for scores in the hundreds: subtract the running "
+                    "maximum before exp")
+    if not _close(out, _reference_attention(q, k, v, False), atol=1e-4):
+        _fail(name, "wrong for scores in the hundreds (max error "
+                    f"{_maxerr(out, _reference_attention(q, k, v, False)):.3g})")
     n += 1
-    q, k, v = 10 + _randn(1, 1, 5, 8, seed=105), -10 + _randn(1, 1, 6, 8, seed=106), _randn(1, 1, 6, 8, seed=107)   # every score near -280
+    # every score near -280
+    q, k, v = 10 + _randn(1, 1, 5, 8, seed=105), -10 + _randn(1, 1, 6, 8, seed=106), _randn(
+        1, 1, 6, 8, seed=107)
     out = _call(name, fn, q, k, v, False, 4)
     if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
-        _fail(name, "NaN or inf where every score of a query is near -280: the running maximum started at 0, not -inf, so exp(s - 0) "
-                    "underflows to 0 for every key and the sum is 0; start it at -inf (q.new_full(..., -math.inf)), which the first block's maximum replaces")
-    if not _close(out, _reference_attention(q, k, v, False), atol=1e-4): _fail(name, f"wrong where every score is near -280 (max error {_maxerr(out, _reference_attention(q, k, v, False)):.3g})")
+        _fail(name, "NaN or inf where every score of a query is near -280: the running maximum "
+                    "started at 0, not -inf, so exp(s - 0) "
+                    "underflows to 0 for every key and the sum is 0; start it at -inf "
+                    "(q.new_full(..., -math.inf)), which the first block's maximum replaces")
+    if not _close(out, _reference_attention(q, k, v, False), atol=1e-4):
+        _fail(name, "wrong where every score is near -280 (max error "
+                    f"{_maxerr(out, _reference_attention(q, k, v, False)):.3g})")
     n += 1
     q, k, v = (_randn(1, 1, 6, 4, seed=s).double() for s in (87, 88, 89))
     out = _call(name, fn, q, k, v, True, 4)
     if not isinstance(out, torch.Tensor) or out.dtype != torch.float64:
-        _fail(name, f"returned {getattr(out, 'dtype', type(out).__name__)} for float64 inputs: keep the inputs' dtype (q.new_zeros, q.new_full)")
+        _fail(name, f"returned {getattr(out, 'dtype', type(out).__name__)} for float64 inputs: "
+                    "keep the inputs' dtype (q.new_zeros, q.new_full)")
     if not _close(out, _reference_attention(q, k, v, True), atol=1e-12, rtol=1e-10):
-        _fail(name, _float32_inside(out, _reference_attention(q, k, v, True), "q.new_zeros, q.new_full"))
+        _fail(name, _float32_inside(out, _reference_attention(q, k, v, True),
+                                    "q.new_zeros, q.new_full"))
     n += 1
-    L, block = 64, 8                                                      # the point of tiling: no (Lq, Lk) tensor
+    L, block = 64, 8  # the point of tiling: no (Lq, Lk) tensor
     q, k, v = (_randn(1, 1, L, 4, seed=s) for s in (90, 91, 92))
     with LargestTensor() as seen, _Watched(L) as made: _call(name, fn, q, k, v, True, block)
     square, kind = next(((s, d) for s, d in made.tensors if s[-2:] == (L, L)), (None, None))
     if square:
-        _fail(name, f"a tensor of shape {square} ({kind}) was made for Lq = Lk = {L}, block {block}: " +
-              (f"the full ({L}, {L}) score matrix; the point of tiling is that only ({L}, {block}) scores exist at a time" if kind.is_floating_point
-               else f"a whole ({L}, {L}) mask; no ({L}, {L}) tensor of any dtype: build each block's mask from the positions it covers"))
+        _fail(
+            name,
+            f"a tensor of shape {square} ({kind}) was made for Lq = Lk = {L}, block {block}: "
+            + (
+                f"the full ({L}, {L}) score matrix; the point of tiling is that only ({L},"
+                f" {block}) scores exist at a time"
+                if kind.is_floating_point
+                else (
+                    f"a whole ({L}, {L}) mask; no ({L}, {L}) tensor of any dtype: build each "
+                    "block's mask from the positions it covers"
+                )
+            ),
+        )
     if seen.bytes >= L * L * q.element_size():
-        _fail(name, f"a tensor of {seen.bytes} bytes was made for Lq = Lk = {L}, block {block}: the full ({L}, {L}) score matrix "
-                    f"({L * L * q.element_size()} bytes) or more; the point of tiling is that only ({L}, {block}) scores exist at a time")
+        _fail(name, f"a tensor of {seen.bytes} bytes was made for Lq = Lk = {L}, block "
+                    f"{block}: the full ({L}, {L}) score matrix "
+                    f"({L * L * q.element_size()} bytes) or more; the point of tiling is that "
+                    f"only ({L}, {block}) scores exist at a time")
     n += 1
     _passed(name, n)
 
@@ -229,156 +349,266 @@ def _attention_grads(q, k, v, d_out, causal):
 
 def _lse(q, k, causal):
     s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    if causal: s = s.masked_fill(torch.ones(q.size(-2), k.size(-2), dtype=torch.bool).triu(1), -math.inf)
+    if causal:
+        s = s.masked_fill(
+            torch.ones(q.size(-2), k.size(-2), dtype=torch.bool).triu(1), -math.inf)
     return s.logsumexp(-1)                                               # (B, H, Lq)
 
-def _tiled_backward(q, k, v, out, lse, d_out, causal, block, *, d_term='row', scale=True, masked=True, dq_scaled=True, dk_scaled=True,
-                    weights='lse', dq_added=True, dv_from='p'):
-    "The backward pass a block of keys at a time, with each mistake a student might make (the defaults: right)."
+def _tiled_backward(q, k, v, out, lse, d_out, causal, block, *, d_term='row', scale=True,
+                    masked=True, dq_scaled=True, dk_scaled=True, weights='lse', dq_added=True,
+                    dv_from='p'):
+    """The backward pass a block of keys at a time, with each mistake a student might make (the
+    defaults: right)."""
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    D = (d_out * out).sum(-1)                                            # (B, H, Lq): rowsum(dO * O)
-    if d_term == 'all': D = (d_out * out).sum().expand(D.shape)          # one number for everything
-    if d_term == 'queries': D = (d_out * out).sum(-2)                    # (B, H, d_v): summed over the queries; broadcasts only where d_v = Lq
+    D = (d_out * out).sum(-1)  # (B, H, Lq): rowsum(dO * O)
+    if d_term == 'all': D = (d_out * out).sum().expand(D.shape)  # one number for everything
+    # (B, H, d_v): summed over the queries; broadcasts only where d_v = Lq
+    if d_term == 'queries': D = (d_out * out).sum(-2)
     c = 1 / math.sqrt(q.size(-1))
     for j in range(0, k.size(-2), block):
         kj, vj = k[..., j:j + block, :], v[..., j:j + block, :]
         s = q @ kj.transpose(-2, -1) * c                                 # (B, H, Lq, b)
-        if causal and masked: s = s.masked_fill(torch.arange(j, j + kj.size(-2))[None] > torch.arange(q.size(-2))[:, None], -math.inf)
-        p = torch.exp(s - lse[..., None]) if weights == 'lse' else s.softmax(-1)   # the forward's weights, recomputed (or normalized over the block)
+        if causal and masked:
+            s = s.masked_fill(
+                torch.arange(j, j + kj.size(-2))[None] > torch.arange(q.size(-2))[:, None],
+                -math.inf)
+        # the forward's weights, recomputed (or normalized over the block)
+        p = torch.exp(s - lse[..., None]) if weights == 'lse' else s.softmax(-1)
         dp = d_out @ vj.transpose(-2, -1)                                # (B, H, Lq, b)
         if d_term in ('row', 'all', 'queries'): ds = p * (dp - D[..., None])
         elif d_term == 'none': ds = p * dp
-        else: ds = p * (dp - (p * dp).sum(-1, keepdim=True))             # D from this block's weights only
-        dv[..., j:j + block, :] += {'p': p, 'p_dp': p * dp, 'ds': ds}[dv_from].transpose(-2, -1) @ d_out
+        else: ds = p * (dp - (p * dp).sum(-1, keepdim=True))  # D from this block's weights only
+        dv[..., j:j
+           + block, :] += {'p': p, 'p_dp': p * dp, 'ds': ds}[dv_from].transpose(-2, -1) @ d_out
         g = c if scale else 1.0
         dq_j = ds @ kj * (g if dq_scaled else 1.0)
-        dq = dq + dq_j if dq_added else dq_j                             # dq_added=False: only the last block of keys counts
+        # dq_added=False: only the last block of keys counts
+        dq = dq + dq_j if dq_added else dq_j
         dk[..., j:j + block, :] += ds.transpose(-2, -1) @ q * (g if dk_scaled else 1.0)
     return dq, dk, dv
 
 def _d_over_queries(fn):
-    "True when `fn`, on inputs where the number of queries equals the values' width (so that a D of shape (B, H, d_v) broadcasts), gives the gradients of a D summed over the queries and not the right ones."
-    q, k, v = _randn(1, 2, 6, 4, seed=93), _randn(1, 2, 8, 4, seed=94), _randn(1, 2, 8, 6, seed=95)
-    out, lse, d_out = _reference_attention(q, k, v, False), _lse(q, k, False), _randn(1, 2, 6, 6, seed=96)
+    """True when `fn`, on inputs where the number of queries equals the values' width (so that a
+    D of shape (B, H, d_v) broadcasts), gives the gradients of a D summed over the queries
+    and not the right ones."""
+    q, k, v = _randn(1, 2, 6, 4, seed=93), _randn(1, 2, 8, 4,
+                                                  seed=94), _randn(1, 2, 8, 6, seed=95)
+    out, lse, d_out = (
+        _reference_attention(q, k, v, False),
+        _lse(q, k, False),
+        _randn(1, 2, 6, 6, seed=96),
+    )
     res = _try(lambda: fn(q, k, v, out, lse, d_out, False, 3))
     if not (isinstance(res, (tuple, list)) and len(res) == 3): return False
     wrong = _tiled_backward(q, k, v, out, lse, d_out, False, 3, d_term='queries')
-    return (all(_close(g, r, atol=1e-5) for g, r in zip(res, wrong))
-            and not all(_close(g, r, atol=1e-5) for g, r in zip(res, _attention_grads(q, k, v, d_out, False))))
+    return all(_close(g, r, atol=1e-5) for g, r in zip(res, wrong)) and not all(
+        _close(g, r, atol=1e-5) for g, r in zip(res, _attention_grads(q, k, v, d_out, False))
+    )
 
 @_keeps_rng
 def check_tiled_attention_backward(fn: Callable) -> None:
-    "Check `fn(q, k, v, out, lse, d_out, causal, block)`: the gradients (dq, dk, dv) of attention's output `out` against `d_out`, its weights recomputed from the saved log-sum-exp `lse` (B, H, Lq) a block of keys at a time, with FlashAttention's `D = rowsum(dO * O)`; equal to autograd's through the plain formula, and no (Lq, Lk) tensor made."
+    """Check `fn(q, k, v, out, lse, d_out, causal, block)`: the gradients (dq, dk, dv) of
+    attention's output `out` against `d_out`, its weights recomputed from the saved log-sum-exp
+    `lse` (B, H, Lq) a block of keys at a time, with FlashAttention's `D = rowsum(dO * O)`;
+    equal to autograd's through the plain formula, and no (Lq, Lk) tensor made."""
     name, n = 'tiled_attention_backward', 0
-    cases = [((2, 2, 9, 8), 11, False, 4), ((1, 2, 10, 4), 10, True, 3), ((1, 1, 7, 8), 7, True, 1), ((1, 1, 5, 8), 6, False, 16)]
+    cases = [((2, 2, 9, 8), 11, False, 4), ((1, 2, 10, 4), 10, True, 3),
+             ((1, 1, 7, 8), 7, True, 1), ((1, 1, 5, 8), 6, False, 16)]
     for (B, H, Lq, d), Lk, causal, block in cases:
-        q, k, v = _randn(B, H, Lq, d, seed=93), _randn(B, H, Lk, d, seed=94), _randn(B, H, Lk, d + 2, seed=95)
-        out, lse, d_out = _reference_attention(q, k, v, causal), _lse(q, k, causal), _randn(B, H, Lq, d + 2, seed=96)
-        what = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, causal={causal}, block={block}"
+        q, k, v = (
+            _randn(B, H, Lq, d, seed=93),
+            _randn(B, H, Lk, d, seed=94),
+            _randn(B, H, Lk, d + 2, seed=95),
+        )
+        out, lse, d_out = _reference_attention(q, k, v, causal), _lse(q, k, causal), _randn(
+            B, H, Lq, d + 2, seed=96)
+        what = (
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, causal={causal},"
+            f" block={block}"
+        )
         try: res = _call(name, fn, q, k, v, out, lse, d_out, causal, block)
         except AssertionError as e:
             if type(e.__cause__).__name__ != 'RuntimeError' or not _d_over_queries(fn): raise
-            raise AssertionError(f"{e}; with as many queries as value features (Lq = d_v) the same code runs and gives the gradients of a D summed "
-                                 "over the queries, (dO * O).sum(-2): D = rowsum(dO * O) sums over the last axis, one number per query (B, H, Lq)") from None
+            raise AssertionError(f"{e}; with as many queries as value features (Lq = d_v) the "
+                                 "same code runs and gives the gradients of a D summed "
+                                 "over the queries, (dO * O).sum(-2): D = "
+                                 "rowsum(dO * O) sums over the last axis, one "
+                                 "number per query (B, H, Lq)") from None
         refs = _attention_grads(q, k, v, d_out, causal)
         if not (isinstance(res, (tuple, list)) and len(res) == 3):
-            _fail(name, f"returned {_shape(res)} for {what}: return the three gradients (dq, dk, dv)")
+            _fail(name, f"returned {_shape(res)} for {what}: return the three "
+                        "gradients (dq, dk, dv)")
         for got, ref, which in zip(res, refs, ('dq', 'dk', 'dv')):
             if not isinstance(got, torch.Tensor) or got.shape != ref.shape:
-                _fail(name, f"{which} is {_shape(got)} for {what}: expected {tuple(ref.shape)}, the shape of {which[1:]}")
-            if got.dtype != ref.dtype: _fail(name, f"{which} is {got.dtype} for {ref.dtype} inputs ({what}): keep the inputs' dtype (torch.zeros_like)")
+                _fail(name, f"{which} is {_shape(got)} for {what}: expected "
+                            f"{tuple(ref.shape)}, the shape of {which[1:]}")
+            if got.dtype != ref.dtype:
+                _fail(name, f"{which} is {got.dtype} for {ref.dtype} inputs ({what}): keep the "
+                            "inputs' dtype (torch.zeros_like)")
         if all(_close(g, r, atol=1e-5) for g, r in zip(res, refs)): n += 1; continue
-        wrong = [w for g, r, w in zip(res, refs, ('dq', 'dk', 'dv')) if not _close(g, r, atol=1e-5)]
-        candidates = [(dict(d_term='none'), "the D term is missing: dS = P * (dP - D) with D = rowsum(dO * O), one number per query"),
-                      (dict(d_term='block'), "D is computed from one block's weights (rowsum(P * dP) of the block): D = rowsum(dO * O) is over the whole row"),
-                      (dict(scale=False), "dq and dk lack the factor 1/sqrt(d_k): the scores were scaled, so their gradients are too"),
-                      (dict(masked=False), "causal=True is ignored in the backward: the recomputed weights must be masked as in the forward"),
-                      (dict(d_term='all'), "D is one number summed over everything: D = rowsum(dO * O) is one number per query, (dO * O).sum(-1), shape (B, H, Lq)"),
-                      (dict(dq_scaled=False), "dq lacks the factor 1/sqrt(d_k): the scores were scaled, so dQ = dS K / sqrt(d_k)"),
-                      (dict(dk_scaled=False), "dk lacks the factor 1/sqrt(d_k): the scores were scaled, so dK = dSᵀ Q / sqrt(d_k)"),
-                      (dict(weights='softmax'), "the weights are recomputed with a softmax over each block of keys: recompute them as exp(S - lse) with the "
-                                                "saved log-sum-exp, which normalizes them over the whole row"),
-                      (dict(dq_added=False), "dq holds only the last block of keys: every block of keys adds its dS K to it (dq += ...), not replaces it"),
-                      (dict(dv_from='p_dp'), "dv is accumulated from P * dP (the scores' gradient before D is subtracted) instead of the weights: dV += Pᵀ dO"),
-                      (dict(dv_from='ds'), "dv is accumulated from dS (the scores' gradient) instead of the weights: dV += Pᵀ dO")]
-        msg = next((m for kw, m in candidates
-                    if all(_close(g, r, atol=1e-5) for g, r in zip(res, _tiled_backward(q, k, v, out, lse, d_out, causal, block, **kw)))), None)
-        errs = ', '.join(f"{w} {_maxerr(g, r):.3g}" for g, r, w in zip(res, refs, ('dq', 'dk', 'dv')) if w in wrong)
+        wrong = [
+            w for g, r, w in zip(res, refs, ('dq', 'dk', 'dv')) if not _close(g, r, atol=1e-5)
+        ]
+        candidates = [(dict(d_term='none'),
+                       "the D term is missing: dS = P * (dP - D) with D = rowsum(dO * O), one "
+                       "number per query"),
+                      (dict(d_term='block'),
+                       "D is computed from one block's weights (rowsum(P * dP) of the block): "
+                       "D = rowsum(dO * O) is over the whole row"),
+                      (dict(scale=False),
+                       "dq and dk lack the factor 1/sqrt(d_k): the scores were scaled, so "
+                       "their gradients are too"),
+                      (dict(masked=False),
+                       "causal=True is ignored in the backward: the recomputed weights must be "
+                       "masked as in the forward"),
+                      (dict(d_term='all'),
+                       "D is one number summed over everything: D = rowsum(dO * O) is one "
+                       "number per query, (dO * O).sum(-1), shape (B, H, Lq)"),
+                      (dict(dq_scaled=False),
+                       "dq lacks the factor 1/sqrt(d_k): the scores were scaled, so dQ = "
+                       "dS K / sqrt(d_k)"),
+                      (dict(dk_scaled=False),
+                       "dk lacks the factor 1/sqrt(d_k): the scores were scaled, so dK = "
+                       "dSᵀ Q / sqrt(d_k)"),
+                      (dict(weights='softmax'),
+                       "the weights are recomputed with a softmax over each block of keys: "
+                       "recompute them as exp(S - lse) with the "
+                                                "saved log-sum-exp, which normalizes them "
+                                                "over the whole row"),
+                      (dict(dq_added=False),
+                       "dq holds only the last block of keys: every block of keys adds its dS "
+                       "K to it (dq += ...), not replaces it"),
+                      (dict(dv_from='p_dp'),
+                       "dv is accumulated from P * dP (the scores' gradient before D is "
+                       "subtracted) instead of the weights: dV += Pᵀ dO"),
+                      (dict(dv_from='ds'),
+                       "dv is accumulated from dS (the scores' gradient) instead of the "
+                       "weights: dV += Pᵀ dO")]
+        msg = next((m for kw, m in candidates if all(
+            _close(g, r, atol=1e-5) for g, r in zip(
+                res, _tiled_backward(q, k, v, out, lse, d_out, causal, block, **kw)))), None)
+        errs = ', '.join(f"{w} {_maxerr(g, r):.3g}"
+                         for g, r, w in zip(res, refs, ('dq', 'dk', 'dv')) if w in wrong)
         _fail(name, f"{msg or 'wrong ' + ' and '.join(wrong)} ({what}; max error {errs})")
     q, k, v = (_randn(1, 1, 6, 4, seed=s).double() for s in (97, 98, 99))
-    out, lse, d_out = _reference_attention(q, k, v, True), _lse(q, k, True), _randn(1, 1, 6, 4, seed=100).double()
+    out, lse, d_out = (
+        _reference_attention(q, k, v, True),
+        _lse(q, k, True),
+        _randn(1, 1, 6, 4, seed=100).double(),
+    )
     res = _call(name, fn, q, k, v, out, lse, d_out, True, 4)
     refs = _attention_grads(q, k, v, d_out, True)
     if not all(isinstance(g, torch.Tensor) and g.dtype == torch.float64 for g in res):
-        _fail(name, f"returned {[getattr(g, 'dtype', type(g).__name__) for g in res]} for float64 inputs: keep the inputs' dtype (torch.zeros_like)")
+        _fail(name, f"returned {[getattr(g, 'dtype', type(g).__name__) for g in res]} for "
+                    "float64 inputs: keep the inputs' dtype (torch.zeros_like)")
     if not all(_close(g, r, atol=1e-12, rtol=1e-10) for g, r in zip(res, refs)):
-        _fail(name, f"wrong in float64 (max errors {', '.join(f'{_maxerr(g, r):.3g}' for g, r in zip(res, refs))})")
+        _fail(name, "wrong in float64 (max errors "
+                    f"{', '.join(f'{_maxerr(g, r):.3g}' for g, r in zip(res, refs))})")
     n += 1
     L, block = 64, 8
     q, k, v, d_out = (_randn(1, 1, L, 4, seed=s) for s in (101, 102, 103, 104))
     out, lse = _reference_attention(q, k, v, True), _lse(q, k, True)
     with LargestTensor() as seen: _call(name, fn, q, k, v, out, lse, d_out, True, block)
     if seen.bytes >= L * L * q.element_size():
-        _fail(name, f"a tensor of {seen.bytes} bytes was made for Lq = Lk = {L}, block {block}: the full ({L}, {L}) matrix of weights or "
-                    f"their gradients ({L * L * q.element_size()} bytes) or more; recompute the weights a block of keys at a time")
+        _fail(name, f"a tensor of {seen.bytes} bytes was made for Lq = Lk = {L}, block "
+                    f"{block}: the full ({L}, {L}) matrix of weights or "
+                    f"their gradients ({L * L * q.element_size()} bytes) or more; recompute "
+                    "the weights a block of keys at a time")
     n += 1
     _passed(name, n)
 
 # %% ../../nbs/13d_flash_checks.ipynb #d38c0a02
 def _keys_padded(x, block):
-    "x (B, H, L, d) with zero rows appended up to a multiple of `block`: the last tile as `tl.load(..., other=0.0)` reads it."
+    """x (B, H, L, d) with zero rows appended up to a multiple of `block`: the last tile as
+    `tl.load(..., other=0.0)` reads it."""
     return torch.nn.functional.pad(x, (0, 0, 0, -x.size(-2) % block))
 
-_CANNOT_RUN = 'raised RuntimeError: the kernel cannot run here: '   # how exercise 8's launcher refuses, through _call
+# how exercise 8's launcher refuses, through _call
+_CANNOT_RUN = 'raised RuntimeError: the kernel cannot run here: '
 
 def _on_cpu(out):
-    "A launcher's output brought back to the CPU, where the check's references are (anything else as it is, for the check to name)."
+    """A launcher's output brought back to the CPU, where the check's references are (anything
+    else as it is, for the check to name)."""
     return out.cpu() if isinstance(out, torch.Tensor) else out
 
 @_keeps_rng
 def check_triton_tiled_attention(fn: Callable) -> None:
-    "Check `fn(q, k, v, causal, block)`, the launcher of exercise 8's Triton kernel: softmax(Q Kᵀ / √d) V (B, H, Lq, d_v), `causal` as in `check_tiled_attention`, for blocks Triton takes (16, 32), lengths not a multiple of the block, Lq < Lk and Lq > Lk, d_v != d_k, scores in the hundreds, float16 kept, the inputs on the GPU where there is one; where Triton is not installed, or the launcher says that its kernel cannot run here, it returns a notice that it skipped, which the batch grader gives no point."
+    """Check `fn(q, k, v, causal, block)`, the launcher of exercise 8's Triton kernel: softmax(Q
+    Kᵀ / √d) V (B, H, Lq, d_v), `causal` as in `check_tiled_attention`, for blocks Triton
+    takes (16, 32), lengths not a multiple of the block, Lq < Lk and Lq > Lk, d_v != d_k,
+    scores in the hundreds, float16 kept, the inputs on the GPU where there is one; where
+    Triton is not installed, or the launcher says that its kernel cannot run here, it returns
+    a notice that it skipped, which the batch grader gives no point."""
     name, n = 'triton_tiled_attention', 0
     if importlib.util.find_spec('triton') is None:
-        return _Skipped(f"{name}: skipped, Triton is not installed here (pip install triton; Colab has it on GPU runtimes)")
+        return _Skipped(f"{name}: skipped, Triton is not installed here (pip install triton; "
+                        "Colab has it on GPU runtimes)")
     if type(fn).__name__ in ('JITFunction', 'InterpretedFunction'):
-        _fail(name, "got a @triton.jit function, which runs only inside a kernel: pass the launcher, "
-                    "check_triton_tiled_attention(triton_tiled_attention), which runs your tile update in its kernel")
-    cases = [((2, 2, 20, 16), 27, False, 16), ((1, 2, 37, 8), 37, True, 16), ((1, 1, 40, 16), 23, True, 32), ((1, 1, 9, 16), 5, False, 32)]
-    device = 'cuda' if torch.cuda.is_available() else 'cpu'       # where Triton runs: the GPU if there is one, else its interpreter
-    run = lambda q, k, v, causal, block: _on_cpu(_call(name, fn, q.to(device), k.to(device), v.to(device), causal, block))
+        _fail(name, "got a @triton.jit function, which runs only inside a kernel: "
+                    "pass the launcher, "
+                    "check_triton_tiled_attention(triton_tiled_attention), which runs your "
+                    "tile update in its kernel")
+    cases = [((2, 2, 20, 16), 27, False, 16), ((1, 2, 37, 8), 37, True, 16),
+             ((1, 1, 40, 16), 23, True, 32), ((1, 1, 9, 16), 5, False, 32)]
+    # where Triton runs: the GPU if there is one, else its interpreter
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    run = lambda q, k, v, causal, block: _on_cpu(
+        _call(name, fn, q.to(device), k.to(device), v.to(device), causal, block))
     for (B, H, Lq, d), Lk, causal, block in cases:
-        q, k, v = _randn(B, H, Lq, d, seed=105), _randn(B, H, Lk, d, seed=106), _randn(B, H, Lk, d + 2, seed=107)  # d_v != d_k
-        what = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, causal={causal}, block={block}"
+        # d_v != d_k
+        q, k, v = (
+            _randn(B, H, Lq, d, seed=105),
+            _randn(B, H, Lk, d, seed=106),
+            _randn(B, H, Lk, d + 2, seed=107),
+        )
+        what = (
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, causal={causal},"
+            f" block={block}"
+        )
         try: out = run(q, k, v, causal, block)
-        except AssertionError as e:   # the launcher's own refusal (no GPU and no working interpreter): a notice, not a verdict
+        except AssertionError as e:
+            # the launcher's own refusal (no GPU and no working interpreter): a notice, not a
+            # verdict
             if _CANNOT_RUN not in str(e): raise
-            return _Skipped(f"{name}: skipped, the kernel cannot run here: " + str(e).split(_CANNOT_RUN, 1)[1].rsplit(' (called with', 1)[0])
+            return _Skipped(f"{name}: skipped, the kernel cannot run here: "
+                            + str(e).split(_CANNOT_RUN, 1)[1].rsplit(' (called with', 1)[0])
         ref = _reference_attention(q, k, v, causal)
         if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
-            _fail(name, f"returned {_shape(out)} for {what}: the output is (B, H, Lq, d_v) = {tuple(ref.shape)}")
+            _fail(name, f"returned {_shape(out)} for {what}: the output is (B, H, Lq, d_v) = "
+                        f"{tuple(ref.shape)}")
         if not torch.isfinite(out).all(): _fail_nan(name, out, causal, what)
         if _close(out, ref, atol=1e-5): n += 1; continue
         padded = _reference_attention(q, _keys_padded(k, block), _keys_padded(v, block), causal)
         msg = _diagnose(out, _tiled_mistakes(q, k, v, causal, block) + [
-            (padded, f"the keys past Lk = {Lk} in the last tile are read: tl.load fills them with 0, whose score 0 still counts in the softmax; "
+            (padded, f"the keys past Lk = {Lk} in the last tile are read: tl.load fills them "
+                     "with 0, whose score 0 still counts in the softmax; "
                      "give the columns cols >= Lk the score -inf")])
-        if msg is None and causal and _close(out, _reference_attention(q, k, v, False), atol=1e-5): msg = "causal=True is ignored: query i reads only keys 0..i"
+        if msg is None and causal and _close(out, _reference_attention(q, k, v, False),
+                                             atol=1e-5):
+            msg = "causal=True is ignored: query i reads only keys 0..i"
         if msg is None and _close(out, ref, atol=1e-2):
-            msg = ("right to about 1e-2, not to float32's precision: on a GPU tl.dot multiplies float32 blocks in TF32 "
+            msg = ("right to about 1e-2, not to float32's precision: on a GPU tl.dot "
+                   "multiplies float32 blocks in TF32 "
                    "unless given input_precision='ieee'")
         _fail(name, f"{msg or 'wrong values'} ({what}; max error {_maxerr(out, ref):.3g})")
-    q, k, v = (30 * _randn(1, 1, 24, 16, seed=s) for s in (108, 109, 110))  # scores in the hundreds: exp overflows without the running maximum
+    # scores in the hundreds: exp overflows without the running maximum
+    q, k, v = (30 * _randn(1, 1, 24, 16, seed=s) for s in (108, 109, 110))
     out, ref = run(q, k, v, False, 16), _reference_attention(q, k, v, False)
     if not (isinstance(out, torch.Tensor) and torch.isfinite(out).all()):
-        _fail(name, "NaN or inf for scores in the hundreds: subtract the running maximum before exp")
-    if not _close(out, ref, atol=1e-4): _fail(name, f"wrong for scores in the hundreds (max error {_maxerr(out, ref):.3g})")
+        _fail(name, "NaN or inf for scores in the hundreds: subtract the running "
+                    "maximum before exp")
+    if not _close(out, ref, atol=1e-4):
+        _fail(name, f"wrong for scores in the hundreds (max error {_maxerr(out, ref):.3g})")
     n += 1
     q, k, v = (_randn(1, 2, 20, 16, seed=s).half() for s in (111, 112, 113))
-    out, ref = run(q, k, v, True, 16), _reference_attention(q.float(), k.float(), v.float(), True)
+    out, ref = run(q, k, v, True, 16), _reference_attention(
+        q.float(), k.float(), v.float(), True
+    )
     if not isinstance(out, torch.Tensor) or out.dtype != torch.float16:
-        _fail(name, f"returned {getattr(out, 'dtype', type(out).__name__)} for float16 inputs: store the output in the inputs' dtype")
-    if not _close(out, ref, atol=2e-3, rtol=1e-2): _fail(name, f"wrong for float16 inputs (max error {_maxerr(out, ref):.3g})")
+        _fail(name, f"returned {getattr(out, 'dtype', type(out).__name__)} for float16 inputs: "
+                    "store the output in the inputs' dtype")
+    if not _close(out, ref, atol=2e-3, rtol=1e-2):
+        _fail(name, f"wrong for float16 inputs (max error {_maxerr(out, ref):.3g})")
     n += 1
     _passed(name, n)
 

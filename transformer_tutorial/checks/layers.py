@@ -14,9 +14,12 @@ from ..masks import causal_mask
 from ..positional import sinusoidal_positional_encoding
 from ..feed_forward import PositionwiseFeedForward
 from ..layers import EncoderLayer, DecoderLayer
-from .core import (_randn, _fail, _shape, _close, _maxerr, _call, _build, _try, _hinted,
-                                              _random_between_calls, _DROPOUT_ON, _diagnose, _keeps_rng, _passed)
-from .attention import _Unmappable, _fill_, _load_mha, _mha, _MHA_MISTAKES, _ORDERS, _param_shapes, _row_mask
+from .core import (_randn, _fail, _shape, _close, _maxerr, _call,
+                                              _build, _try, _hinted, _random_between_calls,
+                                              _DROPOUT_ON, _diagnose, _keeps_rng, _passed)
+from .attention import _Unmappable, _fill_, _load_mha, _mha
+from .attention import _MHA_MISTAKES, _ORDERS, _param_shapes
+from .attention import _row_mask
 
 # %% ../../nbs/13b_layer_checks.ipynb #2f4cade8
 def _pe_variant(max_len, d, v):
@@ -38,39 +41,81 @@ def _pe_variant(max_len, d, v):
 
 @_keeps_rng
 def check_positional_encoding(fn: Callable) -> None:
-    "Check `fn(max_len, d_model)` returns the (max_len, d_model) float32 sinusoidal table: sin on even, cos on odd dimensions; max_len = 1, d_model = 2 and an odd d_model too."
+    """Check `fn(max_len, d_model)` returns the (max_len, d_model) float32 sinusoidal table: sin
+    on even, cos on odd dimensions; max_len = 1, d_model = 2 and an odd d_model too."""
     name, n = 'sinusoidal_positional_encoding', 0
-    for max_len, d in ((50, 16), (8, 8), (6, 10), (1, 2), (1, 16), (40, 2), (6, 7), (1, 3)):  # then one position, one pair, odd d
-        hint = f"; d_model = {d} is odd, which the exercise asks for: there is one more sine column than cosine columns" if d % 2 else ""
-        out, ref = _hinted(hint, lambda: _call(name, fn, max_len, d)), sinusoidal_positional_encoding(max_len, d)
-        if not isinstance(out, torch.Tensor): _fail(name, f"should return a tensor, got {type(out).__name__}")
+    for max_len, d in ((50, 16), (8, 8), (6, 10), (1, 2), (1, 16), (40, 2), (6, 7), (1, 3)):
+        # then one position, one pair, odd d
+        hint = (
+            f"; d_model = {d} is odd, which the exercise asks for: there is one more sine"
+            " column than cosine columns"
+            if d % 2
+            else ""
+        )
+        out, ref = _hinted(hint,
+                           lambda: _call(name, fn, max_len, d)), sinusoidal_positional_encoding(
+                               max_len, d)
+        if not isinstance(out, torch.Tensor):
+            _fail(name, f"should return a tensor, got {type(out).__name__}")
         got = tuple(out.shape)
         if got == (max_len, 1, d) and max_len > 1:
-            _fail(name, f"shape {got} is sequence-first: added to batch-first (B, L, d_model) embeddings as x + pe[:x.size(0)], it slices by batch size and broadcasts one position over each sequence; return (max_len, d_model)")
+            _fail(
+                name,
+                f"shape {got} is sequence-first: added to batch-first (B, L, d_model)"
+                " embeddings as x + pe[:x.size(0)], it slices by batch size and broadcasts one"
+                " position over each sequence; return (max_len, d_model)",
+            )
         if got == (1, max_len, d): out = out[0]
         elif got == (d, max_len) and max_len != d:
             if _close(out, sinusoidal_positional_encoding(d, max_len), atol=1e-4):
-                _fail(name, f"takes its arguments in the other order: called as fn(max_len={max_len}, d_model={d}) it built the table for {d} positions of width {max_len}; the signature is fn(max_len, d_model)")
-            _fail(name, f"returned the table transposed, shape {got}: rows are positions, columns dimensions, (max_len, d_model) = {(max_len, d)}")
-        elif got != (max_len, d): _fail(name, f"shape {got}, expected (max_len, d_model) = {(max_len, d)}")
-        if not out.is_floating_point(): _fail(name, f"dtype {out.dtype}: the table should be floating point")
+                _fail(
+                    name,
+                    f"takes its arguments in the other order: called as fn(max_len={max_len},"
+                    f" d_model={d}) it built the table for {d} positions of width {max_len};"
+                    " the signature is fn(max_len, d_model)",
+                )
+            _fail(name, f"returned the table transposed, shape {got}: rows are positions, "
+                        f"columns dimensions, (max_len, d_model) = {(max_len, d)}")
+        elif got != (max_len, d):
+            _fail(name, f"shape {got}, expected (max_len, d_model) = {(max_len, d)}")
+        if not out.is_floating_point():
+            _fail(name, f"dtype {out.dtype}: the table should be floating point")
         if out.dtype != torch.float32:
-            _fail(name, f"dtype {out.dtype}: return float32, as the exercise asks, the dtype of the embeddings the table is added to "
+            _fail(name, f"dtype {out.dtype}: return float32, as the exercise asks, the dtype "
+                        "of the embeddings the table is added to "
                         "(compute in float64 if you like, then .float())")
         if not _close(out, ref, atol=1e-4):
             cands = [] if d % 2 else [
-                (_pe_variant(max_len, d, 'sin_everywhere'), "sin used for every dimension: odd dimensions 2i+1 take the cosine of the same angle"),
-                (_pe_variant(max_len, d, 'swapped_sin_cos'), "sin and cos swapped: even dimensions take sin, odd dimensions cos"),
-                (_pe_variant(max_len, d, 'halves'), "sines in the first half and cosines in the second: interleave them, sin at 2i and cos at 2i+1"),
-                (_pe_variant(max_len, d, 'i_over_d'), "frequencies 1 / 10000^(i/d_model): the exponent is 2i/d_model, with 2i the even dimension index"),
-                (_pe_variant(max_len, d, 'per_column'), "each dimension got its own frequency: dimensions 2i and 2i+1 share the angle pos / 10000^(2i/d_model)"),
-                (_pe_variant(max_len, d, 'four_i'), "frequencies 1 / 10000^(4i/d_model): arange(0, d_model, 2) already holds 2i, so do not double it again"),
-                (_pe_variant(max_len, d, 'floor'), "every pair has frequency 1: the exponent 2i // d_model is integer division, always 0; use true division, 2i / d_model"),
-                (_pe_variant(max_len, d, 'from_one'), "positions counted from 1: row 0 is position 0, so PE[0] = (0, 1, 0, 1, ...)"),
-                (sinusoidal_positional_encoding(d, max_len).T, "positions and dimensions swapped: the table was built with its axes swapped; the angle is pos / 10000^(2i/d_model) with pos the row")]
+                (_pe_variant(max_len, d, 'sin_everywhere'),
+                 "sin used for every dimension: odd dimensions 2i+1 take the cosine "
+                 "of the same angle"),
+                (_pe_variant(max_len, d, 'swapped_sin_cos'),
+                 "sin and cos swapped: even dimensions take sin, odd dimensions cos"),
+                (_pe_variant(max_len, d, 'halves'),
+                 "sines in the first half and cosines in the second: interleave them, sin at "
+                 "2i and cos at 2i+1"),
+                (_pe_variant(max_len, d, 'i_over_d'),
+                 "frequencies 1 / 10000^(i/d_model): the exponent is 2i/d_model, with 2i the "
+                 "even dimension index"),
+                (_pe_variant(max_len, d, 'per_column'),
+                 "each dimension got its own frequency: dimensions 2i and 2i+1 share the angle "
+                 "pos / 10000^(2i/d_model)"),
+                (_pe_variant(max_len, d, 'four_i'),
+                 "frequencies 1 / 10000^(4i/d_model): arange(0, d_model, 2) already holds 2i, "
+                 "so do not double it again"),
+                (_pe_variant(max_len, d, 'floor'),
+                 "every pair has frequency 1: the exponent 2i // d_model is integer division, "
+                 "always 0; use true division, 2i / d_model"),
+                (_pe_variant(max_len, d, 'from_one'),
+                 "positions counted from 1: row 0 is position 0, so PE[0] = (0, 1, 0, 1, ...)"),
+                (sinusoidal_positional_encoding(d, max_len).T,
+                 "positions and dimensions swapped: the table was built with its axes swapped; "
+                 "the angle is pos / 10000^(2i/d_model) with pos the row")]
             msg = next((m_ for t, m_ in cands if _close(out, t, atol=1e-4)), None)
-            if msg is None and got == (d, max_len) and _close(out.T, ref, atol=1e-4): msg = "returned the table transposed: rows are positions, columns dimensions"
-            _fail(name, f"{msg or 'wrong values'} (seen: max error {_maxerr(out, ref):.3g} for max_len = {max_len}, d_model = {d})")
+            if msg is None and got == (d, max_len) and _close(out.T, ref, atol=1e-4):
+                msg = "returned the table transposed: rows are positions, columns dimensions"
+            _fail(name, f"{msg or 'wrong values'} (seen: max error {_maxerr(out, ref):.3g} for "
+                        f"max_len = {max_len}, d_model = {d})")
         n += 2
     _passed(name, n)
 
@@ -83,92 +128,155 @@ def _ln(x, w, b, eps=1e-5, unbiased=False, eps_outside=False, dim=-1):
 
 @_keeps_rng
 def check_layer_norm(cls: Callable[..., torch.nn.Module]) -> None:
-    "Check `cls(d_model)`: normalize the last axis (biased variance, eps inside the root), then scale and shift per feature; scale 1 and shift 0 at construction; finite on rows of equal entries, float64 kept."
+    """Check `cls(d_model)`: normalize the last axis (biased variance, eps inside the root),
+    then scale and shift per feature; scale 1 and shift 0 at construction; finite on rows of
+    equal entries, float64 kept."""
     name, n, d = 'LayerNorm', 0, 8
     m = _build(name, cls, d)
     ps, shapes = list(m.parameters()), _param_shapes(m)
     vecs = [p for p in ps if tuple(p.shape) == (d,)]
     if len(vecs) != 2:
         if any(p.numel() == 1 for p in ps):
-            _fail(name, f"parameters of shapes {shapes}: a scalar scale/shift shares one number across features; use a weight and a bias of shape (d_model,) = {(d,)}")
-        _fail(name, f"expected two parameters of shape (d_model,) = {(d,)} (scale, then shift), found {shapes}")
+            _fail(name, f"parameters of shapes {shapes}: a scalar scale/shift shares one "
+                        "number across features; use a weight and a bias of shape "
+                        f"(d_model,) = {(d,)}")
+        _fail(name, f"expected two parameters of shape (d_model,) = {(d,)} (scale, then "
+                    f"shift), found {shapes}")
     w, b = 1 + 0.5 * _randn(d, seed=30), 0.5 * _randn(d, seed=31)
     big = _randn(2, 5, d, seed=32) * 3 + 1       # variance ~9: eps does not matter here
-    tiny = 0.5 + 1e-2 * _randn(2, 5, d, seed=33)  # variance ~1e-4: eps inside or outside the root shows
-    fresh = _try(lambda: _call(name, m, big))     # as constructed: scale 1 and shift 0, like nn.LayerNorm
+    # variance ~1e-4: eps inside or outside the root shows
+    tiny = 0.5 + 1e-2 * _randn(2, 5, d, seed=33)
+    # as constructed: scale 1 and shift 0, like nn.LayerNorm
+    fresh = _try(lambda: _call(name, m, big))
     for order in ((0, 1), (1, 0)):
         with torch.no_grad(): vecs[order[0]].copy_(w); vecs[order[1]].copy_(b)
         m.eval()
-        keepdim = lambda msg: (": mean and var over the last axis need keepdim=True, so that (B, L, 1) broadcasts back against (B, L, d_model)"
+        keepdim = lambda msg: (": mean and var over the last axis need keepdim=True, so that "
+                               "(B, L, 1) broadcasts back against (B, L, d_model)"
                                if "must match the size" in msg else "")
         out = _hinted(keepdim, lambda: _call(name, m, big))
         if not isinstance(out, torch.Tensor) or out.shape != big.shape:
-            _fail(name, f"output shape {_shape(out)} for input {tuple(big.shape)}: layer norm keeps the shape")
+            _fail(name, f"output shape {_shape(out)} for input {tuple(big.shape)}: layer "
+                        "norm keeps the shape")
         if _close(out, _ln(big, w, b), atol=1e-4): break
     else:
         with torch.no_grad(): vecs[0].copy_(w); vecs[1].copy_(b)
         out = _call(name, m, big)
         msg = _diagnose(out, [
-            (_ln(big, w, b, unbiased=True), "unbiased std (divides the variance by d-1): layer norm uses the biased variance, var(unbiased=False)"),
-            (_ln(big, w, b, dim=-2), "normalizing over the wrong axis: statistics are over the features, the last axis"),
-            (_ln(big, w, b, dim=(-2, -1)), "normalizing over the wrong axis: statistics are over the features (last axis) of each position, not the whole sequence"),
-            ((big - big.mean(-1, keepdim=True)) / (big.var(unbiased=False) + 1e-5).sqrt() * w + b, "one variance for the whole tensor: x.var() without dim; take it over the last axis, var(-1, unbiased=False, keepdim=True)"),
-            (_ln(big, torch.ones(d), torch.zeros(d)), "weight and bias are not applied: scale by the weight and shift by the bias after normalizing"),
-            (_ln(big, w, torch.zeros(d)), "the bias is not added: shift by the bias after scaling"),
-            ((_ln(big, torch.ones(d), torch.zeros(d)) + b) * w, "shift before scale: (x_hat + bias) * weight; the layer computes weight * x_hat + bias"),
+            (_ln(big, w, b, unbiased=True),
+             "unbiased std (divides the variance by d-1): layer norm uses the biased variance, "
+             "var(unbiased=False)"),
+            (_ln(big, w, b, dim=-2), "normalizing over the wrong axis: statistics are over the "
+             "features, the last axis"),
+            (_ln(big, w, b, dim=(-2, -1)),
+             "normalizing over the wrong axis: statistics are over the features (last axis) of "
+             "each position, not the whole sequence"),
+            ((big - big.mean(-1, keepdim=True)) /
+             (big.var(unbiased=False) + 1e-5).sqrt() * w + b,
+             "one variance for the whole tensor: x.var() without dim; take it over the last "
+             "axis, var(-1, unbiased=False, keepdim=True)"),
+            (_ln(big, torch.ones(d), torch.zeros(d)),
+             "weight and bias are not applied: scale by the weight and shift by the bias "
+             "after normalizing"),
+            (_ln(big, w,
+                 torch.zeros(d)), "the bias is not added: shift by the bias after scaling"),
+            ((_ln(big, torch.ones(d), torch.zeros(d)) + b) * w,
+             "shift before scale: (x_hat + bias) * weight; the layer computes "
+             "weight * x_hat + bias"),
         ])
-        _fail(name, f"{msg or 'output differs from the reference'} (seen: max error {_maxerr(out, _ln(big, w, b)):.3g} on inputs with variance ~9)")
+        _fail(name, f"{msg or 'output differs from the reference'} (seen: max error "
+                    f"{_maxerr(out, _ln(big, w, b)):.3g} on inputs with variance ~9)")
     n += 2
     out = _call(name, m, tiny)
     if not any(_close(out, _ln(tiny, w, b, eps), atol=1e-4) for eps in (1e-5, 1e-6, 1e-12)):
         out64 = _try(lambda: _call(name, m.double(), tiny.double())); m.float()
-        if any(_close(out64, _ln(tiny.double(), w.double(), b.double(), eps), atol=1e-6) for eps in (1e-5, 1e-6, 1e-12)):
-            _fail(name, f"right in float64, wrong in float32 for rows with a small variance around a larger mean (variance ~1e-4, mean 0.5; max error {_maxerr(out, _ln(tiny, w, b)):.3g}): "
-                        "the variance as E[x^2] - E[x]^2 cancels in float32; compute it as ((x - mean)^2).mean(-1)")
-        msg = _diagnose(out, [(_ln(tiny, w, b, eps, eps_outside=True), "eps added outside the square root (std + eps): use sqrt(var + eps)") for eps in (1e-5, 1e-6, 1e-12)]
-                        + [(_ln(tiny, w, b, eps, unbiased=True, eps_outside=True), "eps added outside the square root, and the std is unbiased") for eps in (1e-5, 1e-6, 1e-12)])
-        _fail(name, f"{msg or 'wrong when the variance is small (eps should be 1e-5, inside the root)'} (seen: correct for large-variance inputs, max error {_maxerr(out, _ln(tiny, w, b)):.3g} for inputs with variance ~1e-4)")
+        if any(
+                _close(out64, _ln(tiny.double(), w.double(), b.double(), eps), atol=1e-6)
+                for eps in (1e-5, 1e-6, 1e-12)):
+            _fail(name, "right in float64, wrong in float32 for rows with a small variance "
+                        "around a larger mean (variance ~1e-4, mean 0.5; max error "
+                        f"{_maxerr(out, _ln(tiny, w, b)):.3g}): "
+                        "the variance as E[x^2] - E[x]^2 cancels in float32; compute it as ((x "
+                        "- mean)^2).mean(-1)")
+        msg = _diagnose(out,
+                        [(_ln(tiny, w, b, eps, eps_outside=True),
+                          "eps added outside the square root (std + eps): use sqrt(var + eps)")
+                         for eps in (1e-5, 1e-6, 1e-12)]
+                        + [(_ln(tiny, w, b, eps, unbiased=True, eps_outside=True),
+                            "eps added outside the square root, and the std is unbiased")
+                           for eps in (1e-5, 1e-6, 1e-12)])
+        _fail(
+            name,
+            f"{msg or 'wrong when the variance is small (eps should be 1e-5, inside the root)'}"
+            " (seen: correct for large-variance inputs, max error"
+            f" {_maxerr(out, _ln(tiny, w, b)):.3g} for inputs with variance ~1e-4)",
+        )
     n += 1
     x2 = _randn(7, d, seed=34)
-    if not _close(_try(lambda: _call(name, m, x2)), _ln(x2, w, b), atol=1e-4): _fail(name, f"correct on (B, L, d_model) inputs but not on a 2-D {(7, d)} input: normalize over dim=-1 (keepdim=True), not a fixed axis")
+    if not _close(_try(lambda: _call(name, m, x2)), _ln(x2, w, b), atol=1e-4):
+        _fail(name, f"correct on (B, L, d_model) inputs but not on a 2-D {(7, d)} input: "
+                    "normalize over dim=-1 (keepdim=True), not a fixed axis")
     n += 1
-    flat = torch.stack([torch.full((d,), 3.0), torch.zeros(d), _randn(d, seed=35)])  # variance 0, 0, and an ordinary row
+    # variance 0, 0, and an ordinary row
+    flat = torch.stack([torch.full((d,), 3.0), torch.zeros(d), _randn(d, seed=35)])
     out = _call(name, m, flat)
     if torch.isnan(out).any() or torch.isinf(out).any():
-        _fail(name, "NaN or inf for a row whose entries are all equal (variance 0): nn.LayerNorm returns the bias there; keep eps inside the square root, sqrt(var + eps)")
-    if not _close(out, _ln(flat, w, b), atol=1e-4): _fail(name, f"wrong for rows of equal entries (max error {_maxerr(out, _ln(flat, w, b)):.3g}): (x - mean) is 0 there, so the output is the bias")
+        _fail(name, "NaN or inf for a row whose entries are all equal (variance 0): "
+                    "nn.LayerNorm returns the bias there; keep eps inside the square "
+                    "root, sqrt(var + eps)")
+    if not _close(out, _ln(flat, w, b), atol=1e-4):
+        _fail(name, "wrong for rows of equal entries (max error "
+                    f"{_maxerr(out, _ln(flat, w, b)):.3g}): (x - mean) is 0 there, so the "
+                    "output is the bias")
     n += 1
     m64, x64 = m.double(), big.double()
     out = _call(name, m64, x64)
     if not isinstance(out, torch.Tensor) or out.dtype != torch.float64:
-        _fail(name, f"a float64 module and input gave {getattr(out, 'dtype', type(out).__name__)}: keep the input's dtype (no .float() or float32 constants inside)")
-    if not any(torch.allclose(out, _ln(x64, w.double(), b.double(), eps), atol=1e-9, rtol=1e-9) for eps in (1e-5, 1e-6, 1e-12)): _fail(name, "float64 inputs lose precision: compute in the input's dtype")
+        _fail(name, "a float64 module and input gave "
+                    f"{getattr(out, 'dtype', type(out).__name__)}: keep the input's dtype (no "
+                    ".float() or float32 constants inside)")
+    if not any(
+            torch.allclose(out, _ln(x64, w.double(), b.double(), eps), atol=1e-9, rtol=1e-9)
+            for eps in (1e-5, 1e-6, 1e-12)):
+        _fail(name, "float64 inputs lose precision: compute in the input's dtype")
     m.float()
     n += 1
     plain = _ln(big, torch.ones(d), torch.zeros(d))
     if isinstance(fresh, torch.Tensor) and not _close(fresh, plain, atol=1e-4):
-        if _close(fresh, torch.ones_like(big)): msg = "a fresh module returns all ones: the scale starts at 0 and the shift at 1; are weight and bias swapped in forward (x_hat * bias + weight)?"
-        elif _close(fresh, torch.zeros_like(big)): msg = "a fresh module returns all zeros: the scale (weight) starts at 0"
+        if _close(fresh, torch.ones_like(big)):
+            msg = (
+                "a fresh module returns all ones: the scale starts at 0 and the shift at 1; are"
+                " weight and bias swapped in forward (x_hat * bias + weight)?"
+            )
+        elif _close(fresh, torch.zeros_like(big)):
+            msg = "a fresh module returns all zeros: the scale (weight) starts at 0"
         else: msg = "a fresh module does not return the plain normalization"
-        _fail(name, f"{msg}; initialize the weight to ones and the bias to zeros, as nn.LayerNorm does, so that a new layer starts as the plain normalization")
+        _fail(name, f"{msg}; initialize the weight to ones and the bias to zeros, as "
+                    "nn.LayerNorm does, so that a new layer starts as the plain normalization")
     n += 1
     _passed(name, n)
 
 # %% ../../nbs/13b_layer_checks.ipynb #c62ecf18
 def _load_ffn(m, ref, name, paper=False):
-    """Copy `ref`'s two layers into `m`, found by shape: the (d_ff, d) weight, a (d_ff,) bias, the (d, d_ff) weight and the (d,)
-    right after it; kernel-size-1 Conv1d weights count as 2-D; `paper` loads raw matrices used as x @ W1 (shapes transposed)."""
+    """Copy `ref`'s two layers into `m`, found by shape: the (d_ff, d) weight, a (d_ff,) bias,
+    the (d, d_ff) weight and the (d,)
+    right after it; kernel-size-1 Conv1d weights count as 2-D; `paper` loads raw matrices used
+    as x @ W1 (shapes transposed)."""
     d_ff, d = ref.w_1.weight.shape
     names, ps = zip(*m.named_parameters())
-    shapes = [tuple(p.shape[:2]) if p.dim() == 3 and p.shape[2] == 1 else tuple(p.shape) for p in ps]
+    shapes = [
+        tuple(p.shape[:2]) if p.dim() == 3 and p.shape[2] == 1 else tuple(p.shape) for p in ps
+    ]
     owner = lambda i: names[i].rpartition('.')[0]  # the module that holds parameter i
     (s1, w1), (s2, w2) = ((d, d_ff), ref.w_1.weight.T), ((d_ff, d), ref.w_2.weight.T)
     if not paper: (s1, w1), (s2, w2) = ((d_ff, d), ref.w_1.weight), ((d, d_ff), ref.w_2.weight)
     if shapes.count(s1) != 1 or shapes.count(s2) != 1:
-        _fail(name, f"expected one ({d_ff}, {d}) weight (d_model -> d_ff) and one ({d}, {d_ff}) weight (d_ff -> d_model), found {shapes}")
+        _fail(name, f"expected one ({d_ff}, {d}) weight (d_model -> d_ff) and one ({d}, "
+                    f"{d_ff}) weight (d_ff -> d_model), found {shapes}")
     i1, i2 = shapes.index(s1), shapes.index(s2)
     b1 = shapes.index((d_ff,)) if (d_ff,) in shapes else None
-    b2 = i2 + 1 if i2 + 1 < len(ps) and shapes[i2 + 1] == (d,) and owner(i2 + 1) == owner(i2) else None
+    b2 = i2 + 1 if i2 + 1 < len(ps) and shapes[i2 + 1] == (
+        d, ) and owner(i2 + 1) == owner(i2) else None
     with torch.no_grad():
         ps[i1].copy_(w1.reshape(ps[i1].shape)); ps[i2].copy_(w2.reshape(ps[i2].shape))
         if b1 is None: ref.w_1.bias.zero_()
@@ -178,7 +286,8 @@ def _load_ffn(m, ref, name, paper=False):
 
 @_keeps_rng
 def check_feed_forward(cls: Callable[..., torch.nn.Module]) -> None:
-    "Check `cls(d_model, d_ff)`: w_2(relu(w_1(x))) at every position alone, for any length from 1; float64 kept; Linear, Conv1d(kernel 1) or raw x @ W weights, biases optional."
+    """Check `cls(d_model, d_ff)`: w_2(relu(w_1(x))) at every position alone, for any length
+    from 1; float64 kept; Linear, Conv1d(kernel 1) or raw x @ W weights, biases optional."""
     name, n, d, d_ff = 'PositionwiseFeedForward', 0, 8, 20
     m = _build(name, cls, d, d_ff)
     ref = _fill_(PositionwiseFeedForward(d, d_ff), seed=40, scale=0.5)
@@ -186,42 +295,61 @@ def check_feed_forward(cls: Callable[..., torch.nn.Module]) -> None:
     x = _randn(2, 5, d, seed=41)
     out = _call(name, m, x)
     if not isinstance(out, torch.Tensor) or out.shape != x.shape:
-        _fail(name, f"output shape {_shape(out)} for input {tuple(x.shape)}: expected (B, L, d_model), the input's shape")
+        _fail(name, f"output shape {_shape(out)} for input {tuple(x.shape)}: expected (B, L, "
+                    "d_model), the input's shape")
     with torch.no_grad(): r = ref(x)
     if not _close(out, r):
         if _random_between_calls(m, (x,), out): _fail(name, _DROPOUT_ON)
         ref_t = copy.deepcopy(ref)  # raw matrices used as x @ W1 (the paper's layout)?
-        try: _load_ffn(m, ref_t, name, paper=True); paper = _close(_try(lambda: _call(name, m, x)), ref_t(x))
+        try:
+            _load_ffn(m, ref_t, name, paper=True)
+            paper = _close(_try(lambda: _call(name, m, x)), ref_t(x))
         except AssertionError: paper = False
         if paper: ref, out, r = ref_t, _call(name, m, x), ref_t(x)
         else: _load_ffn(m, ref, name)
     if not _close(out, r):
         x2 = x.clone(); x2[:, 1:] += 1.0
         if not torch.equal(_call(name, m, x2)[:, 0], out[:, 0]):
-            _fail(name, "position 0's output changes when only the other positions change: the network must act on each position alone")
+            _fail(name, "position 0's output changes when only the other positions change: the "
+                        "network must act on each position alone")
         h = x @ ref.w_1.weight.T + ref.w_1.bias
         lin2 = lambda t: t @ ref.w_2.weight.T + ref.w_2.bias
         msg = _diagnose(out, [
-            (lin2(h), "no ReLU between the two linear layers: without it they collapse into one linear map"),
-            (lin2(h.relu()).relu(), "ReLU after the second layer too: the output must be able to be negative"),
-            (lin2(F.gelu(h)), "GELU instead of ReLU: this course's network uses max(0, x W1 + b1)"),
-            (lin2(h).relu(), "ReLU after the second layer instead of between the two: the output must be able to be negative"),
-            (x + r, "a residual inside the network: it returns x + FFN(x); the sublayer connection adds x, the network returns FFN(x) alone"),
-            (lin2(x.relu() @ ref.w_1.weight.T + ref.w_1.bias), "ReLU applied to the input instead of between the two layers"),
+            (lin2(h),
+             "no ReLU between the two linear layers: without it they collapse "
+             "into one linear map"),
+            (lin2(h.relu()).relu(),
+             "ReLU after the second layer too: the output must be able to be negative"),
+            (lin2(F.gelu(h)),
+             "GELU instead of ReLU: this course's network uses max(0, x W1 + b1)"),
+            (lin2(h).relu(),
+             "ReLU after the second layer instead of between the two: the output must be "
+             "able to be negative"),
+            (x + r, "a residual inside the network: it returns x + FFN(x); the sublayer "
+                    "connection adds x, the network returns FFN(x) alone"),
+            (lin2(x.relu() @ ref.w_1.weight.T + ref.w_1.bias),
+             "ReLU applied to the input instead of between the two layers"),
         ])
-        _fail(name, f"{msg or 'output differs from max(0, x W1 + b1) W2 + b2'} (seen: max error {_maxerr(out, r):.3g})")
+        _fail(name, f"{msg or 'output differs from max(0, x W1 + b1) W2 + b2'} (seen: max "
+                    f"error {_maxerr(out, r):.3g})")
     n += 2
     x1 = x[:, :1]                                   # a single position
     out = _call(name, m, x1)
     with torch.no_grad(): r1 = ref(x1)
-    if not _close(out, r1): _fail(name, f"correct for L = {x.size(1)} but not for a single position, input {tuple(x1.shape)} (output {_shape(out)}): do not squeeze or index the length axis")
+    if not _close(out, r1):
+        _fail(name, f"correct for L = {x.size(1)} but not for a single position, input "
+                    f"{tuple(x1.shape)} (output {_shape(out)}): do not squeeze or "
+                    "index the length axis")
     n += 1
     m64, ref64, x64 = m.double(), ref.double(), x.double()
     out = _call(name, m64, x64)
     if not isinstance(out, torch.Tensor) or out.dtype != torch.float64:
-        _fail(name, f"a float64 module and input gave {getattr(out, 'dtype', type(out).__name__)}: keep the input's dtype (no .float() or float32 constants inside)")
+        _fail(name, "a float64 module and input gave "
+                    f"{getattr(out, 'dtype', type(out).__name__)}: keep the input's dtype (no "
+                    ".float() or float32 constants inside)")
     with torch.no_grad():
-        if not torch.allclose(out, ref64(x64), atol=1e-10, rtol=1e-10): _fail(name, "float64 inputs lose precision: compute in the input's dtype")
+        if not torch.allclose(out, ref64(x64), atol=1e-10, rtol=1e-10):
+            _fail(name, "float64 inputs lose precision: compute in the input's dtype")
     m.float()
     n += 1
     _passed(name, n)
@@ -230,14 +358,16 @@ def check_feed_forward(cls: Callable[..., torch.nn.Module]) -> None:
 def _is_norm(mod, d): return [tuple(p.shape) for p in mod.parameters()] == [(d,), (d,)]
 
 def _is_attn(mod, d):
-    "A module whose parameters are exactly four projections (some fused: q/k/v or k/v) with optional biases."
+    """A module whose parameters are exactly four projections (some fused: q/k/v or k/v) with
+    optional biases."""
     shapes = [tuple(p.shape) for p in mod.parameters()]
     rows = sum(s[0] for s in shapes if len(s) == 2)
     ok = all(s in ((d, d), (2 * d, d), (3 * d, d), (d,), (2 * d,), (3 * d,)) for s in shapes)
     return bool(shapes) and ok and rows == 4 * d and sum(len(s) == 1 for s in shapes) <= 4
 
 def _find_parts(m, d):
-    "The student's attention modules and layer norms, in registration order, found by the shapes of their parameters."
+    """The student's attention modules and layer norms, in registration order, found by the
+    shapes of their parameters."""
     attns, norms = [], []
     def visit(mod):
         if _is_norm(mod, d): norms.append(mod); return
@@ -254,7 +384,8 @@ def _layer_ref(ref, x, memory=None, mask=None, memory_mask=None, v=()):
         if 'no_residual' in v: return f(norms[i](x))
         if 'residual_from_norm' in v: return norms[i](x) + f(norms[i](x))
         return x + f(norms[i](x))
-    def att(mod, q, k, val, mk):  # 'attn' in v: the attention itself makes one of multi-head attention's mistakes
+    def att(mod, q, k, val, mk):
+        # 'attn' in v: the attention itself makes one of multi-head attention's mistakes
         return (_mha(mod, q, k, val, mk, v) if 'attn' in v else mod(q, k, val, mk))[0]
     sm = None if 'no_self_mask' in v else mask
     if 'self_mask_reversed' in v and mask is not None: sm = ~mask
@@ -269,51 +400,81 @@ def _layer_ref(ref, x, memory=None, mask=None, memory_mask=None, v=()):
         if 'memory_mask_reversed' in v and memory_mask is not None: mm = ~memory_mask
         if 'value_only' in v: f = lambda y: att(ref.cross_attn, y, y, memory, mm)
         elif 'query_from_memory' in v: f = lambda y: att(ref.cross_attn, memory, y, y, None)
-        elif 'norm_memory' in v: f = lambda y: att(ref.cross_attn, y, norms[1](memory), norms[1](memory), mm)
+        elif 'norm_memory' in v:
+            f = lambda y: att(ref.cross_attn, y, norms[1](memory), norms[1](memory), mm)
         else: f = lambda y: att(ref.cross_attn, y, memory, memory, mm)
         x = res(1, f, x)
     if 'ff_no_residual' in v: return ref.feed_forward(norms[-1](x))
     return res(len(norms) - 1, ref.feed_forward, x)
 
 _LAYER_MISTAKES = [
-    (('post',), "post-LN instead of pre-LN: this layer normalizes the input of each sublayer, x + sublayer(norm(x)), not norm(x + sublayer(x))"),
-    (('no_residual',), "no residual connection: add the sublayer's output to its input, x + sublayer(norm(x))"),
-    (('value_only',), "cross-attention uses the encoder output (memory) only as the value: keys and values both come from memory, queries from the decoder"),
-    (('norm_memory',), "cross-attention normalizes memory with the decoder's layer norm: only the decoder stream is normalized; memory is used as it is"),
-    (('no_self_mask',), "the self-attention mask is ignored: pass the mask to self-attention"),
-    (('no_memory_mask',), "memory_mask is ignored: pass it to the cross-attention"),
-    (('residual_from_norm',), "the residual adds the normalized input: the sum is x + sublayer(norm(x)), with x itself, not norm(x), on the residual path"),
-    (('self_mask_reversed',), "the self-attention mask is reversed: True means may attend, pass it on as it is"),
-    (('memory_mask_reversed',), "memory_mask is reversed: True means may attend, pass it on as it is"),
-    (('own_causal',), "the layer builds its own causal mask instead of using the mask it is given (None = attend everywhere; tgt_mask also hides target padding)"),
-    (('query_from_memory',), "cross-attention takes its queries from memory: queries come from the decoder, keys and values from memory"),
-    (('ff_no_residual',), "the feed-forward sublayer has no residual: x + feed_forward(norm(x))"),
-    (('cross_first',), "cross-attention runs before self-attention: the decoder layer is self-attention, then cross-attention, then feed-forward"),
-] + [(('attn',) + vs, f"the layer is wired right but its attention is not; {m_}") for vs, m_ in _MHA_MISTAKES]
+    (('post', ),
+     "post-LN instead of pre-LN: this layer normalizes the input of each sublayer, x + "
+     "sublayer(norm(x)), not norm(x + sublayer(x))"),
+    (('no_residual', ),
+     "no residual connection: add the sublayer's output to its input, x + sublayer(norm(x))"),
+    (('value_only', ),
+     "cross-attention uses the encoder output (memory) only as the value: keys and values both "
+     "come from memory, queries from the decoder"),
+    (('norm_memory', ),
+     "cross-attention normalizes memory with the decoder's layer norm: only the decoder stream "
+     "is normalized; memory is used as it is"),
+    (('no_self_mask', ), "the self-attention mask is ignored: pass the mask to self-attention"),
+    (('no_memory_mask', ), "memory_mask is ignored: pass it to the cross-attention"),
+    (('residual_from_norm', ),
+     "the residual adds the normalized input: the sum is x + sublayer(norm(x)), with x itself, "
+     "not norm(x), on the residual path"),
+    (('self_mask_reversed', ),
+     "the self-attention mask is reversed: True means may attend, pass it on as it is"),
+    (('memory_mask_reversed', ),
+     "memory_mask is reversed: True means may attend, pass it on as it is"),
+    (('own_causal', ),
+     "the layer builds its own causal mask instead of using the mask it is given (None = "
+     "attend everywhere; tgt_mask also hides target padding)"),
+    (('query_from_memory', ),
+     "cross-attention takes its queries from memory: queries come from the decoder, keys and "
+     "values from memory"),
+    (('ff_no_residual', ),
+     "the feed-forward sublayer has no residual: x + feed_forward(norm(x))"),
+    (('cross_first', ),
+     "cross-attention runs before self-attention: the decoder layer is self-attention, then "
+     "cross-attention, then feed-forward"),
+] + [(('attn', ) + vs, f"the layer is wired right but its attention is not; {m_}")
+     for vs, m_ in _MHA_MISTAKES]
 
 # %% ../../nbs/13b_layer_checks.ipynb #676d7317
-_SUBLAYERS = {2: ['self-attention', 'feed-forward'], 3: ['self-attention', 'cross-attention', 'feed-forward']}
+_SUBLAYERS = {
+    2: ['self-attention', 'feed-forward'],
+    3: ['self-attention', 'cross-attention', 'feed-forward']
+}
 
 def _own_parameters(name, m, ref, x, attns, norms, r_attns, orders, case):
-    "Give every norm and attention of a layer that passed with equal parameters its own, and check again; name any sharing."
+    """Give every norm and attention of a layer that passed with equal parameters its own, and
+    check again; name any sharing."""
     what, args, kw = case[0], case[1], case[2]
-    vals = [(1 + 0.3 * _randn(x.size(-1), seed=60 + i), 0.3 * _randn(x.size(-1), seed=70 + i)) for i in range(len(norms))]
+    vals = [(1 + 0.3 * _randn(x.size(-1), seed=60 + i), 0.3 * _randn(x.size(-1), seed=70 + i))
+            for i in range(len(norms))]
     with torch.no_grad():
         for sn, (wt, bs) in zip(norms, vals):
             for p, v in zip(sn.parameters(), (wt, bs)): p.copy_(v)
         if len(attns) == 2:
             _fill_(ref.cross_attn, seed=80)
-            if any(all(p.dim() == 2 for p in sa.parameters()) for sa in attns):  # a student attention without biases
-                for lin in (ref.cross_attn.w_q, ref.cross_attn.w_k, ref.cross_attn.w_v, ref.cross_attn.w_o): lin.bias.zero_()
+            if any(all(p.dim() == 2 for p in sa.parameters()) for sa in attns):
+                # a student attention without biases
+                for lin in (ref.cross_attn.w_q, ref.cross_attn.w_k, ref.cross_attn.w_v,
+                            ref.cross_attn.w_o):
+                    lin.bias.zero_()
             for sa, ra, o in zip(attns, r_attns, orders): _load_mha(sa, ra, o)
     out = _call(name, m, *args)
     subs, r_norms = _SUBLAYERS[len(ref.sublayers)], [s.norm for s in ref.sublayers]
     attn_mods = [ref.self_attn, ref.cross_attn] if len(attns) == 2 else [ref.self_attn]
     shared = None
-    for amap in itertools.product(range(len(attns)), repeat=len(attns)):      # which attention each attention sublayer runs
+    for amap in itertools.product(range(len(attns)), repeat=len(attns)):
+        # which attention each attention sublayer runs
         ref.self_attn = attn_mods[amap[0]]
         if len(attns) == 2: ref.cross_attn = attn_mods[amap[1]]
-        for nmap in itertools.product(range(len(norms)), repeat=len(norms)):  # which norm each sublayer runs
+        for nmap in itertools.product(range(len(norms)), repeat=len(norms)):
+            # which norm each sublayer runs
             with torch.no_grad():
                 for rn, k in zip(r_norms, nmap):
                     for p, v in zip(rn.parameters(), vals[k]): p.copy_(v)
@@ -324,12 +485,16 @@ def _own_parameters(name, m, ref, x, attns, norms, r_attns, orders, case):
     if shared is not None:
         amap, nmap = shared
         if len(set(amap)) < len(amap):
-            _fail(name, "self-attention and cross-attention run the same attention module (one set of weights): a decoder layer needs two, one for each")
+            _fail(name, "self-attention and cross-attention run the same attention module (one "
+                        "set of weights): a decoder layer needs two, one for each")
         same = [[subs[j] for j, k in enumerate(nmap) if k == kk] for kk in sorted(set(nmap))]
         group = next(g for g in same if len(g) > 1)
-        _fail(name, f"the {' and '.join(group)} sublayers use the same layer norm (one set of parameters): give each of the {len(subs)} sublayers its own norm")
-    _fail(name, f"correct while its {len(norms)} layer norms (and its attentions) hold equal parameters, wrong once they differ "
-                f"(with {what}): each sublayer must use its own norm and attention, in the order {', '.join(subs)}")
+        _fail(name, f"the {' and '.join(group)} sublayers use the same layer norm (one set of "
+                    f"parameters): give each of the {len(subs)} sublayers its own norm")
+    _fail(name, f"correct while its {len(norms)} layer norms (and its attentions) hold equal "
+                "parameters, wrong once they differ "
+                f"(with {what}): each sublayer must use its own norm and attention, in the "
+                f"order {', '.join(subs)}")
 
 # %% ../../nbs/13b_layer_checks.ipynb #48d9befd
 def _check_layer(cls, decoder):
@@ -342,48 +507,65 @@ def _check_layer(cls, decoder):
     attns, norms = _find_parts(m, d)
     n_attn, n_norm = (2, 3) if decoder else (1, 2)
     if len(attns) != n_attn or len(norms) != n_norm:
-        _fail(name, f"expected {n_attn} attention module(s) (four ({d}, {d}) projections each) and {n_norm} layer norms "
-                    f"(weight and bias ({d},) each), found {len(attns)} and {len(norms)} among parameters {shapes}"
-                    + (": a pre-LN decoder layer has one norm per sublayer (self-attention, cross-attention, feed-forward)" if decoder else ""))
+        _fail(name, f"expected {n_attn} attention module(s) (four ({d}, {d}) projections each) "
+                    f"and {n_norm} layer norms "
+                    f"(weight and bias ({d},) each), found {len(attns)} and {len(norms)} among "
+                    f"parameters {shapes}"
+                    + (": a pre-LN decoder layer has one norm per sublayer (self-attention, "
+                       "cross-attention, feed-forward)" if decoder else ""))
     _load_ffn(m, ref.feed_forward, name)
     r_attns = [ref.self_attn, ref.cross_attn] if decoder else [ref.self_attn]
     r_norms = [s.norm for s in ref.sublayers]
     x, x_mem = _randn(B, L, d, seed=52), _randn(B, L, d, seed=53)
-    mem_long, tmask, mpad = _randn(B, Lm, d, seed=54), causal_mask(L), _row_mask(B, 1, 1, Lm, seed=55)
+    mem_long, tmask, mpad = _randn(B, Lm, d,
+                                   seed=54), causal_mask(L), _row_mask(B, 1, 1, Lm, seed=55)
     spad = _row_mask(B, 1, 1, L, seed=56)
     if decoder:
         cases = [('no masks, memory as long as x', (x, x_mem), dict(memory=x_mem)),
                  (f'memory of length {Lm} != {L}', (x, mem_long), dict(memory=mem_long)),
                  ('tgt_mask (causal)', (x, mem_long, tmask), dict(memory=mem_long, mask=tmask)),
-                 (f'tgt_mask and memory_mask {(B, 1, 1, Lm)}', (x, mem_long, tmask, mpad), dict(memory=mem_long, mask=tmask, memory_mask=mpad))]
+                 (f'tgt_mask and memory_mask {(B, 1, 1, Lm)}', (x, mem_long, tmask, mpad),
+                  dict(memory=mem_long, mask=tmask, memory_mask=mpad))]
     else:
-        cases = [('no mask', (x,), {}), (f'a padding mask {(B, 1, 1, L)}', (x, spad), dict(mask=spad))]
-    # the attentions share one set of weights and so do the norms: their registration order cannot matter
+        cases = [('no mask', (x, ), {}),
+                 (f'a padding mask {(B, 1, 1, L)}', (x, spad), dict(mask=spad))]
+    # the attentions share one set of weights and so do the norms: their registration order
+    # cannot matter
     with torch.no_grad():
         if decoder: ref.cross_attn.load_state_dict(ref.self_attn.state_dict())
         for s in ref.sublayers[1:]: s.norm.load_state_dict(ref.sublayers[0].norm.state_dict())
         for sn in norms:
             for p, q in zip(sn.parameters(), r_norms[0].parameters()): p.copy_(q)
-        if any(all(p.dim() == 2 for p in sa.parameters()) for sa in attns):  # a student attention without biases
+        if any(all(p.dim() == 2 for p in sa.parameters()) for sa in attns):
+            # a student attention without biases
             for ra in r_attns:
                 for lin in (ra.w_q, ra.w_k, ra.w_v, ra.w_o): lin.bias.zero_()
     first = None
-    for oi in itertools.product(_ORDERS, repeat=n_attn):  # inside each attention: q, k, v, o or o, q, k, v
+    for oi in itertools.product(_ORDERS, repeat=n_attn):
+        # inside each attention: q, k, v, o or o, q, k, v
         for sa, ra, o in zip(attns, r_attns, oi):
             try: _load_mha(sa, ra, o)
-            except _Unmappable: _fail(name, f"could not match an attention module's parameters {_param_shapes(sa)} to W_Q, W_K, W_V, W_O")
+            except _Unmappable:
+                _fail(name, "could not match an attention module's parameters "
+                            f"{_param_shapes(sa)} to W_Q, W_K, W_V, W_O")
         results = []
         for what, args, kw in cases:
             try: out = _call(name, m, *args)
-            except AssertionError as e: out = e  # reported unless an earlier case shows the mistake in the numbers
+            # reported unless an earlier case shows the mistake in the numbers
+            except AssertionError as e: out = e
             if not isinstance(out, (torch.Tensor, AssertionError)):
-                _fail(name, f"returned a {type(out).__name__} with {what}: return the tensor x, (B, L, d_model) = {tuple(x.shape)}, alone "
+                _fail(name, f"returned a {type(out).__name__} with {what}: return the tensor "
+                            f"x, (B, L, d_model) = {tuple(x.shape)}, alone "
                             "(the attention weights stay inside the layer)")
-            if first is None and not results and _random_between_calls(m, args, out): _fail(name, _DROPOUT_ON)
+            if first is None and not results and _random_between_calls(m, args, out):
+                _fail(name, _DROPOUT_ON)
             if isinstance(out, torch.Tensor) and out.shape != x.shape:
-                _fail(name, f"output {_shape(out)} with {what}: expected (B, L, d_model) = {tuple(x.shape)}, the shape of x")
-            with torch.no_grad(): results.append((what, args, kw, out, _layer_ref(ref, x, **kw)))
-            if first is not None and not _close(out, results[-1][4], atol=1e-4): break  # another order failed: next one
+                _fail(name, f"output {_shape(out)} with {what}: expected (B, L, d_model) = "
+                            f"{tuple(x.shape)}, the shape of x")
+            with torch.no_grad():
+                results.append((what, args, kw, out, _layer_ref(ref, x, **kw)))
+            # another order failed: next one
+            if first is not None and not _close(out, results[-1][4], atol=1e-4): break
         bad = [r for r in results if not _close(r[3], r[4], atol=1e-4)]
         if first is None: first = (bad, results)
         if not bad: break
@@ -396,11 +578,14 @@ def _check_layer(cls, decoder):
         if decoder:
             x2 = args[1].clone() + 1.0
             if torch.equal(_call(name, m, args[0], x2, *args[2:]), out):
-                _fail(name, "the output does not change when memory changes: cross-attention ignores the encoder output; take its keys and values from memory")
+                _fail(name, "the output does not change when memory changes: cross-attention "
+                            "ignores the encoder output; take its keys and values from memory")
         ok = [c[0] for c in results if c not in bad]
         with torch.no_grad():
-            msg = _diagnose(out, [(_try(lambda vs=vs: _layer_ref(ref, x, **kw, v=vs)), m_) for vs, m_ in _LAYER_MISTAKES])
-        seen = f"max error {_maxerr(out, r):.3g} with {what}" + (f"; correct with {', '.join(ok)}" if ok else "")
+            msg = _diagnose(out, [(_try(lambda vs=vs: _layer_ref(ref, x, **kw, v=vs)), m_)
+                                  for vs, m_ in _LAYER_MISTAKES])
+        seen = f"max error {_maxerr(out, r):.3g} with {what}" + (
+            f"; correct with {', '.join(ok)}" if ok else "")
         _fail(name, f"{msg or 'output differs from the pre-LN reference'} (seen: {seen})")
     n += len(cases)
     n += _own_parameters(name, m, ref, x, attns, norms, r_attns, oi, cases[-1])
@@ -408,7 +593,8 @@ def _check_layer(cls, decoder):
     _passed(name, n)
 
 def _dropout_off_in_eval(name, cls, sizes, args, rate=0.1):
-    "Build the layer with a nonzero dropout rate, when its signature takes one, and check that eval mode turns it off; returns the checks made."
+    """Build the layer with a nonzero dropout rate, when its signature takes one, and check that
+    eval mode turns it off; returns the checks made."""
     m = _try(lambda: _build(name, cls, *sizes, rate))
     if m is None: return 0  # no dropout argument: nothing to switch off
     if _random_between_calls(m, args, _try(lambda: _call(name, m, *args))):
@@ -417,10 +603,12 @@ def _dropout_off_in_eval(name, cls, sizes, args, rate=0.1):
 
 @_keeps_rng
 def check_encoder_layer(cls: Callable[..., torch.nn.Module]) -> None:
-    "Check `cls(d_model, num_heads, d_ff)` (pre-LN) with `forward(x, mask=None)`: each sublayer its own norm; names and registration order do not matter."
+    """Check `cls(d_model, num_heads, d_ff)` (pre-LN) with `forward(x, mask=None)`: each
+    sublayer its own norm; names and registration order do not matter."""
     _check_layer(cls, decoder=False)
 
 @_keeps_rng
 def check_decoder_layer(cls: Callable[..., torch.nn.Module]) -> None:
-    "Check `cls(d_model, num_heads, d_ff)` (pre-LN) with `forward(x, memory, tgt_mask=None, memory_mask=None)`: two attentions and three norms, each used by one sublayer."
+    """Check `cls(d_model, num_heads, d_ff)` (pre-LN) with `forward(x, memory, tgt_mask=None,
+    memory_mask=None)`: two attentions and three norms, each used by one sublayer."""
     _check_layer(cls, decoder=True)

@@ -9,29 +9,38 @@ __all__ = ['check_gpt_forward', 'check_top_k_filter', 'check_top_p_filter', 'che
 from typing import Callable
 import math
 import torch
-from .core import _randn, _fail, _close, _maxerr, _call, _try, _diagnose, _keeps_rng, _passed
+from .core import _randn, _fail, _close, _maxerr, _call, _try
+from .core import _diagnose, _keeps_rng, _passed
 
 # %% ../../nbs/13g_sampling_checks.ipynb #94604c3b
 def _gpt(seed=0, dtype=torch.float32, max_len=8):
-    "A small course GPT (GPT-2's block, learned positions) whose norms are not the identity, so that a missing one shows."
+    """A small course GPT (GPT-2's block, learned positions) whose norms are not the identity,
+    so that a missing one shows."""
     from transformer_tutorial.gpt import GPT
-    torch.random.default_generator.manual_seed(seed)                     # inside the check's keep_rng: the caller's RNG is kept
+    # inside the check's keep_rng: the caller's RNG is kept
+    torch.random.default_generator.manual_seed(seed)
     model = GPT(13, max_len, d_model=16, num_heads=2, num_layers=2, d_ff=32).to(dtype).eval()
     with torch.no_grad():
         for m in model.modules():
-            if hasattr(m, 'eps') and isinstance(getattr(m, 'weight', None), torch.Tensor):   # every norm: a gain and bias away from 1 and 0
-                m.weight.copy_(1 + 0.5 * torch.randn_like(m.weight)); m.bias.copy_(0.5 * torch.randn_like(m.bias))
-        model.embed.weight.mul_(20)                                      # tokens that matter next to the position table (N(0, 1))
+            if hasattr(m, 'eps') and isinstance(getattr(m, 'weight', None), torch.Tensor):
+                # every norm: a gain and bias away from 1 and 0
+                m.weight.copy_(1 + 0.5 * torch.randn_like(m.weight))
+                m.bias.copy_(0.5 * torch.randn_like(m.bias))
+        model.embed.weight.mul_(20)  # tokens that matter next to the position table (N(0, 1))
     return model
 
-def _forward(model, idx, *, mask='causal', positions=0, final_norm=True, scale=1.0, norm_each=False):
-    "The GPT's logits from its pieces, with each mistake a student might make (the defaults: right)."
+def _forward(model, idx, *, mask='causal', positions=0, final_norm=True, scale=1.0,
+             norm_each=False):
+    """The GPT's logits from its pieces, with each mistake a student might make (the defaults:
+    right)."""
     L = idx.size(1)
     x = model.embed(idx) * scale                                         # (B, L, d_model)
     if positions is not None: x = x + model.positions.table.weight[positions:positions + L]
     allowed = torch.ones(L, L, dtype=torch.bool)
-    allowed = {'causal': allowed.tril(), 'none': None, 'reversed': ~allowed.tril(), 'strict': allowed.tril(-1),
-               'next': allowed.tril(1), 'upper': allowed.triu()}[mask]
+    allowed = {
+        'causal': allowed.tril(), 'none': None, 'reversed': ~allowed.tril(),
+        'strict': allowed.tril(-1), 'next': allowed.tril(1), 'upper': allowed.triu()
+    }[mask]
     for layer in model.layers:
         x = layer(x, allowed)                                            # (B, L, d_model)
         if norm_each: x = model.norm(x)
@@ -40,7 +49,9 @@ def _forward(model, idx, *, mask='causal', positions=0, final_norm=True, scale=1
 class _WholeModelCalled(Exception): pass
 
 def _pieces_only(model):
-    "`model` whose own forward refuses to run: the exercise builds the forward from the pieces. (`refuses` names the exception, so that the grader's copy of the model in the student's kernel refuses alike: chapter 15d.)"
+    """`model` whose own forward refuses to run: the exercise builds the forward from the
+    pieces. (`refuses` names the exception, so that the grader's copy of the model in the
+    student's kernel refuses alike: chapter 15d.)"""
     def refuse(*args, **kwargs): raise _WholeModelCalled()
     refuse.refuses = _WholeModelCalled.__name__
     model.forward = refuse
@@ -48,21 +59,31 @@ def _pieces_only(model):
 
 @_keeps_rng
 def check_gpt_forward(fn: Callable) -> None:
-    "Check `fn(model, idx)`: a course `GPT` (GPT-2's block, learned positions) and token ids (B, L) -> logits (B, L, V) computed from the model's pieces (embed, positions.table, layers under a causal mask, norm, head), equal to the model's own forward."
+    """Check `fn(model, idx)`: a course `GPT` (GPT-2's block, learned positions) and token ids
+    (B, L) -> logits (B, L, V) computed from the model's pieces (embed, positions.table,
+    layers under a causal mask, norm, head), equal to the model's own forward."""
     name, n = 'gpt_forward', 0
     def run(model, idx, what):
         try: out = _call(name, fn, _pieces_only(model), idx)
         except AssertionError as e:
-            if type(e.__cause__).__name__ == _WholeModelCalled.__name__:   # raised here, or in the kernel the grader asks
-                _fail(name, "calls the whole model (model(idx)): write the forward from its pieces, model.embed, model.positions.table, each of model.layers, model.norm and model.head")
+            if type(e.__cause__).__name__ == _WholeModelCalled.__name__:
+                # raised here, or in the kernel the grader asks
+                _fail(name, "calls the whole model (model(idx)): write the forward from its "
+                            "pieces, model.embed, model.positions.table, each of model.layers, "
+                            "model.norm and model.head")
             raise
         V = model.config.vocab_size
-        if not isinstance(out, torch.Tensor): _fail(name, f"returned {type(out).__name__} for {what}: return the logits, a tensor (B, L, V)")
+        if not isinstance(out, torch.Tensor):
+            _fail(name, f"returned {type(out).__name__} for {what}: return the logits, a "
+                        "tensor (B, L, V)")
         if out.shape != (*idx.shape, V):
-            hint = (": return the logits of every position, not only the last" if out.shape == (idx.size(0), V) else "")
-            _fail(name, f"returned shape {tuple(out.shape)} for {what}: expected {(*idx.shape, V)}, logits (B, L, V){hint}")
+            hint = (": return the logits of every position, not only the last"
+                    if out.shape == (idx.size(0), V) else "")
+            _fail(name, f"returned shape {tuple(out.shape)} for {what}: expected "
+                        f"{(*idx.shape, V)}, logits (B, L, V){hint}")
         if out.dtype != model.embed.weight.dtype:
-            _fail(name, f"returned dtype {out.dtype} for a {model.embed.weight.dtype} model ({what}): keep the model's dtype")
+            _fail(name, f"returned dtype {out.dtype} for a {model.embed.weight.dtype} model "
+                        f"({what}): keep the model's dtype")
         return out
     model = _gpt(seed=130)
     idx = torch.randint(0, 13, (2, 6), generator=torch.Generator().manual_seed(131))
@@ -70,91 +91,145 @@ def check_gpt_forward(fn: Callable) -> None:
     out = run(model, idx, what)
     with torch.no_grad(): ref = _forward(model, idx)
     if not torch.isfinite(out).all():
-        _fail(name, f"returned NaN or inf for {what}: is a row of the mask all False (the first position must see itself)?")
+        _fail(name, f"returned NaN or inf for {what}: is a row of the mask all False (the "
+                    "first position must see itself)?")
     if not _close(out, ref, atol=1e-4):
         with torch.no_grad(): msg = _diagnose(out, [
-            (_try(lambda: _forward(model, idx, mask='none')), "no causal mask: every position attends to the whole sequence, the future included; pass a (L, L) mask, True on and below the diagonal, to each layer"),
-            (_try(lambda: _forward(model, idx, mask='next')), "the mask lets each position see the next one (tril(1)): use tril(), True where key j <= query i"),
-            (_try(lambda: _forward(model, idx, mask='upper')), "the mask is the upper triangle: each position sees the future, not the past; use tril(), True where key j <= query i"),
-            (_try(lambda: _forward(model, idx, positions=None)), "no positions are added: add model.positions.table.weight[:L] (or model.positions(x)) to the token embeddings"),
-            (_try(lambda: _forward(model, idx, positions=1)), "positions counted from 1: the first token takes row 0 of the position table"),
-            (_try(lambda: _forward(model, idx, final_norm=False)), "the final norm is missing: apply model.norm to the last block's output before model.head"),
-            (_try(lambda: _forward(model, idx, norm_each=True)), "model.norm is applied after every block: it is the final norm, applied once to the last block's output before model.head (each block normalizes its own inputs)"),
-            (_try(lambda: _forward(model, idx, scale=4.0)), "the embeddings are scaled by sqrt(d_model) (the 2017 paper's encoder-decoder does; GPT-2 does not): add the token and position embeddings as they are"),
-            (_try(lambda: _forward(model, idx).softmax(-1)), "returned probabilities (a softmax): return the logits, before any softmax"),
-            (_try(lambda: _forward(model, idx).log_softmax(-1)), "returned log-probabilities (a log_softmax): return the logits, before any softmax"),
+            (_try(lambda: _forward(model, idx, mask='none')),
+             "no causal mask: every position attends to the whole sequence, the future "
+             "included; pass a (L, L) mask, True on and below the diagonal, to each layer"),
+            (_try(lambda: _forward(model, idx, mask='next')),
+             "the mask lets each position see the next one (tril(1)): use tril(), True where "
+             "key j <= query i"),
+            (_try(lambda: _forward(model, idx, mask='upper')),
+             "the mask is the upper triangle: each position sees the future, not the past; use "
+             "tril(), True where key j <= query i"),
+            (_try(lambda: _forward(model, idx, positions=None)),
+             "no positions are added: add model.positions.table.weight[:L] (or "
+             "model.positions(x)) to the token embeddings"),
+            (_try(lambda: _forward(model, idx, positions=1)),
+             "positions counted from 1: the first token takes row 0 of the position table"),
+            (_try(lambda: _forward(model, idx, final_norm=False)),
+             "the final norm is missing: apply model.norm to the last block's output "
+             "before model.head"),
+            (_try(lambda: _forward(model, idx, norm_each=True)),
+             "model.norm is applied after every block: it is the final norm, applied "
+             "once to the last block's output before model.head (each block "
+             "normalizes its own inputs)"),
+            (_try(lambda: _forward(model, idx, scale=4.0)),
+             "the embeddings are scaled by sqrt(d_model) (the 2017 paper's encoder-decoder "
+             "does; GPT-2 does not): add the token and position embeddings as they are"),
+            (_try(lambda: _forward(model, idx).softmax(-1)),
+             "returned probabilities (a softmax): return the logits, before any softmax"),
+            (_try(lambda: _forward(model, idx).log_softmax(-1)),
+             "returned log-probabilities (a log_softmax): return the logits, "
+             "before any softmax"),
         ])
         _fail(name, f"{msg or 'wrong logits'} (max error {_maxerr(out, ref):.3g} for {what})")
     n += 1
-    later = idx.clone(); later[:, 3:] = (later[:, 3:] + 1) % 13            # change every token after position 2
+    # change every token after position 2
+    later = idx.clone(); later[:, 3:] = (later[:, 3:] + 1) % 13
     out2 = run(model, later, 'the same ids with tokens 3 to 5 changed')
     if not _close(out2[:, :3], out[:, :3], atol=1e-5):
-        _fail(name, "the logits at positions 0 to 2 change when only tokens 3 to 5 change: a position must see only itself and the positions before it (the causal mask)")
+        _fail(name, "the logits at positions 0 to 2 change when only tokens 3 to 5 "
+                    "change: a position must see only itself and the positions before it "
+                    "(the causal mask)")
     n += 1
-    for shape, what in (((1, 1), 'a batch of one sequence of length 1'), ((3, 8), 'sequences of the whole context, 8 tokens')):
+    for shape, what in (((1, 1), 'a batch of one sequence of length 1'),
+                        ((3, 8), 'sequences of the whole context, 8 tokens')):
         ids = torch.randint(0, 13, shape, generator=torch.Generator().manual_seed(132))
         out = run(model, ids, what)
         with torch.no_grad(): ref = _forward(model, ids)
-        if not _close(out, ref, atol=1e-4): _fail(name, f"wrong logits for {what} (max error {_maxerr(out, ref):.3g}); does a squeeze() drop the batch or length axis?")
+        if not _close(out, ref, atol=1e-4):
+            _fail(name, f"wrong logits for {what} (max error {_maxerr(out, ref):.3g}); does a "
+                        "squeeze() drop the batch or length axis?")
         n += 1
     model64 = _gpt(seed=133, dtype=torch.float64)
     out = run(model64, idx, 'a float64 model')
     with torch.no_grad(): ref = _forward(model64, idx)
-    if not _close(out, ref, atol=1e-10, rtol=1e-10): _fail(name, f"wrong in float64 (max error {_maxerr(out, ref):.3g}): build the mask as a boolean tensor and compute in the model's dtype")
+    if not _close(out, ref, atol=1e-10, rtol=1e-10):
+        _fail(name, f"wrong in float64 (max error {_maxerr(out, ref):.3g}): build the mask as "
+                    "a boolean tensor and compute in the model's dtype")
     n += 1
     _passed(name, n)
 
 # %% ../../nbs/13g_sampling_checks.ipynb #31139675
 def _filter_inputs(seed, shape=(4, 10), dtype=torch.float32):
-    "Logits without ties, each row in another order; in float64, values float32 cannot hold (so that a round trip through float32 shows)."
+    """Logits without ties, each row in another order; in float64, values float32 cannot hold
+    (so that a round trip through float32 shows)."""
     x = 3 * _randn(*shape, seed=seed).to(dtype)
     return x * (1 + 1e-12) if dtype == torch.float64 else x
 
 def _kept(name, out, logits, what):
-    "The student's filtered logits as a boolean (..., V) of the kept tokens, after checking type, shape, dtype and that kept logits are unchanged and dropped ones have probability 0."
-    if not isinstance(out, torch.Tensor): _fail(name, f"returned {type(out).__name__} for {what}: return the filtered logits, a tensor shaped like the input")
-    if out.shape != logits.shape: _fail(name, f"returned shape {tuple(out.shape)} for {what}: return the logits' shape {tuple(logits.shape)}, the dropped ones set to -inf")
-    if out.dtype != logits.dtype: _fail(name, f"returned dtype {out.dtype} for {logits.dtype} logits ({what}): keep the logits' dtype")
-    if torch.isnan(out).any(): _fail(name, f"returned NaN for {what}: set the dropped logits to -inf")
+    """The student's filtered logits as a boolean (..., V) of the kept tokens, after checking
+    type, shape, dtype and that kept logits are unchanged and dropped ones have probability
+    0."""
+    if not isinstance(out, torch.Tensor):
+        _fail(name, f"returned {type(out).__name__} for {what}: return the filtered logits, a "
+                    "tensor shaped like the input")
+    if out.shape != logits.shape:
+        _fail(name, f"returned shape {tuple(out.shape)} for {what}: return the logits' shape "
+                    f"{tuple(logits.shape)}, the dropped ones set to -inf")
+    if out.dtype != logits.dtype:
+        _fail(name, f"returned dtype {out.dtype} for {logits.dtype} logits ({what}): keep "
+                    "the logits' dtype")
+    if torch.isnan(out).any():
+        _fail(name, f"returned NaN for {what}: set the dropped logits to -inf")
     if torch.equal(out, logits.softmax(-1)) or _close(out, logits.softmax(-1), atol=1e-6):
-        _fail(name, f"returned probabilities (a softmax) for {what}: return logits, the kept ones unchanged and the dropped ones -inf")
+        _fail(name, f"returned probabilities (a softmax) for {what}: return logits, the kept "
+                    "ones unchanged and the dropped ones -inf")
     kept = out == logits
-    changed = ~kept & (out > -1e4)                                       # neither the logit that was there nor (nearly) -inf
+    changed = ~kept & (out > -1e4)  # neither the logit that was there nor (nearly) -inf
     if changed.any():
         fills = out[changed].unique()
         if fills.numel() == 1:
-            _fail(name, f"a dropped token has logit {fills.item():g} for {what}, so it can still be drawn (exp({fills.item():g}) > 0): set dropped logits to -inf")
-        rows = zip(out.reshape(-1, logits.size(-1)).unbind(), logits.reshape(-1, logits.size(-1)).unbind())
+            _fail(name, f"a dropped token has logit {fills.item():g} for {what}, so "
+                        f"it can still be drawn (exp({fills.item():g}) > 0): set "
+                        "dropped logits to -inf")
+        rows = zip(
+            out.reshape(-1, logits.size(-1)).unbind(),
+            logits.reshape(-1, logits.size(-1)).unbind())
         if all(bool(torch.isin(o[o > -1e4], row).all()) for o, row in rows):
-            _fail(name, f"the kept logits are not in their places for {what}: after masking in sorted order, put the logits back in the "
+            _fail(name, f"the kept logits are not in their places for {what}: after masking in "
+                        "sorted order, put the logits back in the "
                         "vocabulary's order (scatter with the sort's indices)")
-        _fail(name, f"changed the values of kept logits for {what}: a filter keeps them as they are and only sets the dropped ones to -inf")
-    finite = ~kept & ~torch.isneginf(out)                                # dropped, but to a large negative number
+        _fail(name, f"changed the values of kept logits for {what}: a filter keeps them as "
+                    "they are and only sets the dropped ones to -inf")
+    finite = ~kept & ~torch.isneginf(out)  # dropped, but to a large negative number
     if finite.any():
-        _fail(name, f"a dropped token has logit {out[finite].max().item():g} for {what}, not -inf: set dropped logits to exactly -inf (-math.inf), "
-                    "not a large negative number, so that the token is impossible whatever the other logits are")
+        _fail(name, f"a dropped token has logit {out[finite].max().item():g} for {what}, not "
+                    "-inf: set dropped logits to exactly -inf (-math.inf), "
+                    "not a large negative number, so that the token is impossible whatever the "
+                    "other logits are")
     return kept
 
 def _top_k_kept(logits, k):
-    return torch.zeros_like(logits, dtype=torch.bool).scatter(-1, logits.topk(k, -1).indices, True)
+    return torch.zeros_like(logits, dtype=torch.bool).scatter(
+        -1, logits.topk(k, -1).indices, True
+    )
 
 def _top_p_kept(logits, p, *, reach=True, ascending=False, on_logits=False, unsorted=False):
     "Which tokens top-p keeps, with each mistake a student might make (the defaults: right)."
     ranked, order = logits.sort(-1, descending=not ascending)
-    if unsorted: ranked, order = logits, torch.arange(logits.size(-1)).expand_as(logits)   # summed in the vocabulary's order
+    # summed in the vocabulary's order
+    if unsorted: ranked, order = logits, torch.arange(logits.size(-1)).expand_as(logits)
     mass = ranked if on_logits else ranked.softmax(-1)
-    before = mass.cumsum(-1) - mass                                      # the mass ranked above each token
-    keep = before < p if reach else mass.cumsum(-1) < p                  # reach: the token that reaches p is kept
+    before = mass.cumsum(-1) - mass  # the mass ranked above each token
+    # reach: the token that reaches p is kept
+    keep = before < p if reach else mass.cumsum(-1) < p
     return torch.zeros_like(keep).scatter(-1, order, keep)
 
 def _show_kept(kept):
-    return '[' + ', '.join(''.join('x' if b else '.' for b in row) for row in kept.reshape(-1, kept.size(-1))[:2].tolist()) + ']'
+    return '[' + ', '.join(''.join('x' if b else '.' for b in row)
+                           for row in kept.reshape(-1, kept.size(-1))[:2].tolist()) + ']'
 
 @_keeps_rng
 def check_top_k_filter(fn: Callable) -> None:
-    "Check `fn(logits, k)`: logits (..., V) -> the same logits with all but the k largest of each row set to -inf."
+    """Check `fn(logits, k)`: logits (..., V) -> the same logits with all but the k largest of
+    each row set to -inf."""
     name, n = 'top_k_filter', 0
-    for shape, k, dtype in (((4, 10), 3, torch.float32), ((4, 10), 1, torch.float32), ((4, 10), 10, torch.float32), ((2, 3, 7), 2, torch.float32),
+    for shape, k, dtype in (((4, 10), 3, torch.float32), ((4, 10), 1, torch.float32),
+                            ((4, 10), 10, torch.float32), ((2, 3, 7), 2, torch.float32),
                             ((1, 5), 5, torch.float32), ((4, 10), 4, torch.float64)):
         logits = _filter_inputs(140 + n, shape, dtype)
         what = f"logits {shape}, k={k}" + (f", {dtype}" if dtype != torch.float32 else "")
@@ -162,49 +237,100 @@ def check_top_k_filter(fn: Callable) -> None:
         ref = _top_k_kept(logits, k)
         if not torch.equal(kept, ref):
             counts = kept.sum(-1).unique().tolist()
-            if counts == [k] and torch.equal(kept, _top_k_kept(-logits, k)): msg = "kept the k smallest logits: keep the k largest (topk's default, largest=True)"
+            if counts == [k] and torch.equal(kept, _top_k_kept(-logits, k)):
+                msg = (
+                    "kept the k smallest logits: keep the k largest (topk's default,"
+                    " largest=True)"
+                )
             elif counts == [k + 1]: msg = f"kept k + 1 = {k + 1} tokens: a row keeps exactly k"
-            elif counts == [k - 1]: msg = f"kept k - 1 = {k - 1} tokens (a strict > against the k-th largest?): the k-th largest is kept too"
-            elif kept.sum().item() == k: msg = "kept k logits of the whole tensor: keep k in each row, along the last axis"
+            elif counts == [k - 1]:
+                msg = (
+                    f"kept k - 1 = {k - 1} tokens (a strict > against the k-th largest?): the"
+                    " k-th largest is kept too"
+                )
+            elif kept.sum().item() == k:
+                msg = (
+                    "kept k logits of the whole tensor: keep k in each row, along the last axis"
+                )
             else: msg = "wrong tokens kept"
-            _fail(name, f"{msg} (for {what}; kept {_show_kept(kept)}, expected {_show_kept(ref)} in the first rows)")
+            _fail(name, f"{msg} (for {what}; kept {_show_kept(kept)}, expected "
+                        f"{_show_kept(ref)} in the first rows)")
         n += 1
     _passed(name, n)
 
 @_keeps_rng
 def check_top_p_filter(fn: Callable) -> None:
-    "Check `fn(logits, p)`: logits (..., V) -> the same logits with -inf outside the smallest set of most likely tokens whose probabilities sum to at least p (the token that reaches p kept, one whose more likely tokens sum to exactly p dropped)."
+    """Check `fn(logits, p)`: logits (..., V) -> the same logits with -inf outside the smallest
+    set of most likely tokens whose probabilities sum to at least p (the token that reaches p
+    kept, one whose more likely tokens sum to exactly p dropped)."""
     name, n = 'top_p_filter', 0
     f32, f64 = torch.float32, torch.float64
-    cases = [((4, 10), 0.9, f32), ((4, 10), 0.5, f32), ((4, 10), 1.0, f32), ((4, 10), 0.01, f32), ((2, 3, 7), 0.7, f32), ((1, 1), 0.3, f32), ((4, 10), 0.6, f64)]
+    cases = [((4, 10), 0.9, f32),
+             ((4, 10), 0.5, f32), ((4, 10), 1.0, f32), ((4, 10), 0.01, f32),
+             ((2, 3, 7), 0.7, f32), ((1, 1), 0.3, f32), ((4, 10), 0.6, f64)]
     for shape, p, dtype in cases:
         logits = _filter_inputs(150 + n, shape, dtype)
         what = f"logits {shape}, p={p}" + (f", {dtype}" if dtype != f32 else "")
         kept = _kept(name, _call(name, fn, logits, p), logits, what)
         ref = _top_p_kept(logits, p)
         if not torch.equal(kept, ref):
-            flat = logits.reshape(-1, logits.size(-1)).clone()                # the same rows as one 2-D batch
+            flat = logits.reshape(-1, logits.size(-1)).clone()  # the same rows as one 2-D batch
             as_2d = _try(lambda: fn(flat, p)) if logits.dim() > 2 else None
-            if isinstance(as_2d, torch.Tensor) and as_2d.shape == flat.shape and torch.equal(as_2d == flat, ref.reshape(flat.shape)):
-                msg = (f"right for the same rows passed as 2-D logits {tuple(flat.shape)}, wrong for the 3-D {tuple(logits.shape)}: an axis "
-                       "counted from the front (dim=1) is the last axis only in 2-D; sort, sum and scatter back along the last axis, dim=-1")
-            elif torch.equal(kept, _top_p_kept(logits, p, reach=False)): msg = "the token that reaches p is dropped: keep each token whose more likely tokens sum to less than p"
-            elif not kept.any(-1).all(): msg = "a row keeps no token: the token that reaches p is kept, so the most likely token always is"
-            elif torch.equal(kept, _top_p_kept(logits, p, ascending=True)): msg = "the tokens were ranked least likely first: sort by descending probability"
-            elif torch.equal(kept, _top_p_kept(logits, p, on_logits=True)): msg = "summed the logits, not the probabilities: take softmax over the sorted logits before the cumulative sum"
-            elif torch.equal(kept, _top_p_kept(logits, p, unsorted=True)): msg = "the probabilities were summed in the vocabulary's order: sort them in decreasing order first, then take the cumulative sum"
-            elif torch.equal(kept, logits.softmax(-1) >= p): msg = "kept the tokens whose own probability is at least p: keep the smallest set of most likely tokens whose probabilities sum to p"
-            elif kept.sum(-1).ge(ref.sum(-1)).all() and torch.equal(kept.sum(-1), ref.sum(-1) + 1): msg = "kept one token too many: keep the smallest set that reaches p"
-            elif torch.equal(kept.sum(-1), ref.sum(-1)): msg = ("the right number of tokens, but not the most likely ones: after masking in sorted order, put the logits back in "
-                                                               "the vocabulary's order (scatter with the sort's indices)")
+            if isinstance(as_2d, torch.Tensor) and as_2d.shape == flat.shape and torch.equal(
+                    as_2d == flat, ref.reshape(flat.shape)):
+                msg = (f"right for the same rows passed as 2-D logits {tuple(flat.shape)}, "
+                       f"wrong for the 3-D {tuple(logits.shape)}: an axis "
+                       "counted from the front (dim=1) is the last axis only in 2-D; sort, sum "
+                       "and scatter back along the last axis, dim=-1")
+            elif torch.equal(kept, _top_p_kept(logits, p, reach=False)):
+                msg = (
+                    "the token that reaches p is dropped: keep each token whose more likely"
+                    " tokens sum to less than p"
+                )
+            elif not kept.any(-1).all():
+                msg = (
+                    "a row keeps no token: the token that reaches p is kept, so the most likely"
+                    " token always is"
+                )
+            elif torch.equal(kept, _top_p_kept(logits, p, ascending=True)):
+                msg = (
+                    "the tokens were ranked least likely first: sort by descending probability"
+                )
+            elif torch.equal(kept, _top_p_kept(logits, p, on_logits=True)):
+                msg = (
+                    "summed the logits, not the probabilities: take softmax over the sorted"
+                    " logits before the cumulative sum"
+                )
+            elif torch.equal(kept, _top_p_kept(logits, p, unsorted=True)):
+                msg = (
+                    "the probabilities were summed in the vocabulary's order: sort them in"
+                    " decreasing order first, then take the cumulative sum"
+                )
+            elif torch.equal(kept, logits.softmax(-1) >= p):
+                msg = (
+                    "kept the tokens whose own probability is at least p: keep the smallest set"
+                    " of most likely tokens whose probabilities sum to p"
+                )
+            elif kept.sum(-1).ge(ref.sum(-1)).all() and torch.equal(
+                kept.sum(-1), ref.sum(-1) + 1
+            ):
+                msg = "kept one token too many: keep the smallest set that reaches p"
+            elif torch.equal(kept.sum(-1), ref.sum(-1)):
+                msg = ("the right number of tokens, but not the most likely ones: after "
+                       "masking in sorted order, put the logits back in "
+                       "the vocabulary's order (scatter with the sort's indices)")
             else: msg = "wrong tokens kept"
-            _fail(name, f"{msg} (for {what}; kept {_show_kept(kept)}, expected {_show_kept(ref)} in the first rows)")
+            _fail(name, f"{msg} (for {what}; kept {_show_kept(kept)}, expected "
+                        f"{_show_kept(ref)} in the first rows)")
         n += 1
-    flat = torch.zeros(2, 8)                                             # probabilities 1/8, exact binary fractions: the mass above the 5th is exactly 0.5
+    # probabilities 1/8, exact binary fractions: the mass above the 5th is exactly 0.5
+    flat = torch.zeros(2, 8)
     kept = _kept(name, _call(name, fn, flat, 0.5), flat, "8 equal logits, p=0.5").sum(-1)
     if not (kept == 4).all():
-        msg = ("kept the token whose more likely tokens sum to exactly p: the 4 most likely already reach p, so drop a token once the mass above it "
-               "is p or more (>= p, not > p)" if (kept == 5).all() else "wrong number of tokens kept: 4 of 8 equally likely tokens reach p=0.5")
+        msg = ("kept the token whose more likely tokens sum to exactly p: the 4 most likely "
+               "already reach p, so drop a token once the mass above it "
+               "is p or more (>= p, not > p)" if (kept == 5).all() else
+               "wrong number of tokens kept: 4 of 8 equally likely tokens reach p=0.5")
         _fail(name, f"{msg} (8 equal logits, p=0.5: kept {kept.tolist()} per row, expected 4)")
     n += 1
     _passed(name, n)
@@ -217,21 +343,42 @@ def _diagnose_distribution(matches, candidates):
     return None
 
 def _draws(name, fn, logits, temperature, top_k, top_p, seed, what):
-    "The student's draws (B,) with a generator seeded `seed`, after checking type, shape, dtype and range."
-    out = _call(name, fn, logits, temperature, top_k, top_p, torch.Generator().manual_seed(seed))
+    """The student's draws (B,) with a generator seeded `seed`, after checking type, shape,
+    dtype and range."""
+    out = _call(name, fn, logits, temperature, top_k, top_p,
+                torch.Generator().manual_seed(seed))
     B, V = logits.shape
-    if not isinstance(out, torch.Tensor): _fail(name, f"returned {type(out).__name__} for {what}: return a tensor of token ids, shape ({B},)")
+    if not isinstance(out, torch.Tensor):
+        _fail(name, f"returned {type(out).__name__} for {what}: return a tensor of token "
+                    f"ids, shape ({B},)")
     if out.shape != (B,):
-        hint = (": argmax(-1, keepdim=True) keeps a column; take logits.argmax(-1)" if out.shape == (B, 1) and temperature == 0 else
-                ": torch.multinomial(probs, 1) returns (B, 1); take [:, 0]" if out.shape == (B, 1) else
-                ": squeeze() drops the batch axis of a batch of one too; take [:, 0] (or squeeze(-1))" if out.dim() == 0 else "")
-        _fail(name, f"returned shape {tuple(out.shape)} for {what}: one token id per row, shape ({B},){hint}")
-    if out.dtype != torch.int64: _fail(name, f"returned dtype {out.dtype} for {what}: return token ids, torch.int64 (a probability is not an id)")
-    if ((out < 0) | (out >= V)).any(): _fail(name, f"returned ids outside 0..{V - 1} for {what}")
+        hint = (
+            ": argmax(-1, keepdim=True) keeps a column; take logits.argmax(-1)"
+            if out.shape == (B, 1) and temperature == 0
+            else (
+                ": torch.multinomial(probs, 1) returns (B, 1); take [:, 0]"
+                if out.shape == (B, 1)
+                else (
+                    ": squeeze() drops the batch axis of a batch of one too; take [:, 0] (or"
+                    " squeeze(-1))"
+                    if out.dim() == 0
+                    else ""
+                )
+            )
+        )
+        _fail(name, f"returned shape {tuple(out.shape)} for {what}: one token id per row, "
+                    f"shape ({B},){hint}")
+    if out.dtype != torch.int64:
+        _fail(name, f"returned dtype {out.dtype} for {what}: return token ids, torch.int64 (a "
+                    "probability is not an id)")
+    if ((out < 0) | (out >= V)).any():
+        _fail(name, f"returned ids outside 0..{V - 1} for {what}")
     return out
 
-def _distribution(logits_row, temperature, top_k=None, top_p=None, *, t_last=False, t_multiplied=False, p_first=False):
-    "The distribution sample_next draws from, with each mistake a student might make (the defaults: right)."
+def _distribution(logits_row, temperature, top_k=None, top_p=None, *, t_last=False,
+                  t_multiplied=False, p_first=False):
+    """The distribution sample_next draws from, with each mistake a student might make (the
+    defaults: right)."""
     z, inf = logits_row.double(), torch.tensor(-math.inf, dtype=torch.float64)
     if not t_last: z = z * temperature if t_multiplied else z / temperature
     filters = [(top_k, _top_k_kept), (top_p, _top_p_kept)]
@@ -241,75 +388,123 @@ def _distribution(logits_row, temperature, top_k=None, top_p=None, *, t_last=Fal
     return z.softmax(-1)
 
 def _batch_softmax(fn, row, N=20000):
-    "True when the draws for a batch of N rows, half `row` and half `-row`, follow the softmax over the batch axis (at temperature 1, no filter) and not the one over the vocabulary."
+    """True when the draws for a batch of N rows, half `row` and half `-row`, follow the softmax
+    over the batch axis (at temperature 1, no filter) and not the one over the vocabulary."""
     mixed = torch.cat([row.expand(N // 2, -1), (-row).expand(N // 2, -1)]).contiguous()
     out = _try(lambda: fn(mixed, 1.0, None, None, torch.Generator().manual_seed(162)))
-    if not (isinstance(out, torch.Tensor) and out.shape == (N,) and out.dtype == torch.int64 and ((out >= 0) & (out < row.numel())).all()): return False
-    freq = torch.bincount(out[:N // 2], minlength=row.numel()).double() / (N // 2)   # the draws of the rows equal to `row`
-    def follows(p): return bool(((freq - p).abs() <= 5 * (p * (1 - p) / (N // 2)).sqrt() + 2e-3).all())
+    if not (isinstance(out, torch.Tensor) and out.shape == (N, ) and out.dtype == torch.int64
+            and ((out >= 0) & (out < row.numel())).all()):
+        return False
+    # the draws of the rows equal to `row`
+    freq = torch.bincount(out[:N // 2], minlength=row.numel()).double() / (N // 2)
+    def follows(p):
+        return bool(((freq - p).abs() <= 5 * (p * (1 - p) / (N // 2)).sqrt() + 2e-3).all())
     over_batch = mixed.double().softmax(0)[0]
     return follows(over_batch / over_batch.sum()) and not follows(row.double().softmax(-1))
 
 @_keeps_rng
 def check_sample_next(fn: Callable) -> None:
-    "Check `fn(logits, temperature, top_k, top_p, generator)`: logits (B, V) -> one token id per row (B,), int64: the argmax at temperature 0, else a draw from softmax(logits / temperature) after top-k then top-p (each None: off; top_p=0 keeps the most likely token alone), from `generator`; a batch of one gives (1,)."
+    """Check `fn(logits, temperature, top_k, top_p, generator)`: logits (B, V) -> one token id
+    per row (B,), int64: the argmax at temperature 0, else a draw from softmax(logits /
+    temperature) after top-k then top-p (each None: off; top_p=0 keeps the most likely token
+    alone), from `generator`; a batch of one gives (1,)."""
     name, n = 'sample_next', 0
-    row = torch.tensor([2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -2.0])       # probabilities 0.34, 0.21, 0.13, ... at temperature 1
+    # probabilities 0.34, 0.21, 0.13, ... at temperature 1
+    row = torch.tensor([2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -2.0])
     V = row.numel()
     logits = _filter_inputs(160, (5, V))
     out = _draws(name, fn, logits, 0, None, None, 0, 'temperature 0')
-    if not torch.equal(out, logits.argmax(-1)): _fail(name, f"temperature 0 must be greedy, the argmax of each row: got {out.tolist()}, expected {logits.argmax(-1).tolist()}")
+    if not torch.equal(out, logits.argmax(-1)):
+        _fail(name, "temperature 0 must be greedy, the argmax of each row: got "
+                    f"{out.tolist()}, expected {logits.argmax(-1).tolist()}")
     n += 1
     N = 20000
-    many = row.expand(N, V).contiguous()                                  # one row, N times: N independent draws
-    cases = [(1.0, None, None), (0.5, None, None), (2.0, None, None), (1.0, 3, None), (2.0, None, 0.6), (0.7, 4, 0.8)]
+    many = row.expand(N, V).contiguous()  # one row, N times: N independent draws
+    cases = [(1.0, None, None), (0.5, None, None), (2.0, None, None), (1.0, 3, None),
+             (2.0, None, 0.6), (0.7, 4, 0.8)]
     for temperature, top_k, top_p in cases:
         what = f"temperature {temperature}, top_k {top_k}, top_p {top_p}"
         out = _draws(name, fn, many, temperature, top_k, top_p, 161, what)
         freq = torch.bincount(out, minlength=V).double() / N
-        def matches(p): return p is not None and bool(((freq - p).abs() <= 5 * (p * (1 - p) / N).sqrt() + 2e-3).all())
+        def matches(p):
+            return p is not None and bool(
+                ((freq - p).abs() <= 5 * (p * (1 - p) / N).sqrt() + 2e-3).all()
+            )
         want = _distribution(row, temperature, top_k, top_p)
         if not matches(want):
-            msg = ("the draws are always the most likely token: sample from the distribution (torch.multinomial(probs, 1, generator=generator)), "
+            msg = ("the draws are always the most likely token: sample from the distribution "
+                   "(torch.multinomial(probs, 1, generator=generator)), "
                    "argmax only at temperature 0" if freq.max() == 1 else None)
-            msg = msg or _diagnose_distribution(matches, [   # top-k alone and top-p alone were tried before the two together
-                (_distribution(row, temperature, top_k, top_p, p_first=True), "top-p is applied before top-k: filter in the order temperature, top-k, then top-p (as Hugging Face's generate does), so top-p sums the probabilities of the top-k tokens alone"),
-                (_distribution(row, 1.0, top_k, top_p), "the temperature is ignored: divide the logits by it before the softmax (and before top-k and top-p)"),
-                (_distribution(row, temperature, top_k, top_p, t_multiplied=True), "the logits are multiplied by the temperature: divide them by it (a higher temperature flattens the distribution)"),
-                (_distribution(row, temperature, None, top_p), "top_k is ignored: keep only the top_k largest logits"),
-                (_distribution(row, temperature, top_k, None), "top_p is ignored: keep only the smallest set of most likely tokens that reaches top_p"),
-                (_distribution(row, temperature, top_k, top_p, t_last=True), "top-k or top-p is applied before the temperature: divide by the temperature first, then filter (the set top-p keeps depends on it)"),
-                (_try(lambda: _distribution(row, temperature, top_k, top_p) ** 2 / (_distribution(row, temperature, top_k, top_p) ** 2).sum()), "the draws follow the squared probabilities: pass probabilities to torch.multinomial, not their product with themselves"),
-                (_try(lambda: torch.ones(V, dtype=torch.float64) / V), "the draws are uniform over the vocabulary: draw with the softmax's probabilities as weights"),
+            # top-k alone and top-p alone were tried before the two together
+            msg = msg or _diagnose_distribution(matches, [
+                (_distribution(row, temperature, top_k, top_p, p_first=True),
+                 "top-p is applied before top-k: filter in the order temperature, top-k, then "
+                 "top-p (as Hugging Face's generate does), so top-p sums the probabilities of "
+                 "the top-k tokens alone"),
+                (_distribution(row, 1.0, top_k, top_p),
+                 "the temperature is ignored: divide the logits by it before the softmax (and "
+                 "before top-k and top-p)"),
+                (_distribution(row, temperature, top_k, top_p, t_multiplied=True),
+                 "the logits are multiplied by the temperature: divide them by it (a higher "
+                 "temperature flattens the distribution)"),
+                (_distribution(row, temperature, None,
+                               top_p), "top_k is ignored: keep only the top_k largest logits"),
+                (_distribution(row, temperature, top_k, None),
+                 "top_p is ignored: keep only the smallest set of most likely tokens "
+                 "that reaches top_p"),
+                (_distribution(row, temperature, top_k, top_p, t_last=True),
+                 "top-k or top-p is applied before the temperature: divide by the temperature "
+                 "first, then filter (the set top-p keeps depends on it)"),
+                (_try(lambda: _distribution(row, temperature, top_k, top_p)**2 /
+                      (_distribution(row, temperature, top_k, top_p)**2).sum()),
+                 "the draws follow the squared probabilities: pass probabilities to "
+                 "torch.multinomial, not their product with themselves"),
+                (_try(lambda: torch.ones(V, dtype=torch.float64) / V),
+                 "the draws are uniform over the vocabulary: draw with the softmax's "
+                 "probabilities as weights"),
             ])
-            if (msg is None or msg.startswith("the draws are uniform")) and _batch_softmax(fn, row):   # uniform here, but not for unlike rows
-                msg = ("the softmax is taken over the batch axis (dim 0), so a row's probabilities depend on the other rows (identical rows "
-                       "come out uniform): take it over the vocabulary, the last axis (softmax(-1))")
+            if (msg is None or msg.startswith("the draws are uniform")) and _batch_softmax(
+                    fn, row):
+                # uniform here, but not for unlike rows
+                msg = ("the softmax is taken over the batch axis (dim 0), so a row's "
+                       "probabilities depend on the other rows (identical rows "
+                       "come out uniform): take it over the vocabulary, the last "
+                       "axis (softmax(-1))")
             shown = ', '.join(f"{f:.3f}" for f in freq.tolist())
             expected = ', '.join(f"{f:.3f}" for f in want.tolist())
-            _fail(name, f"{msg or 'the draws do not follow the expected distribution'} ({what}: frequencies [{shown}] over {N} draws, expected [{expected}])")
+            _fail(name, f"{msg or 'the draws do not follow the expected distribution'} "
+                        f"({what}: frequencies [{shown}] over {N} draws, expected "
+                        f"[{expected}])")
         n += 1
     a = _draws(name, fn, many[:200], 1.0, None, None, 7, 'a generator seeded 7')
     b = _draws(name, fn, many[:200], 1.0, None, None, 7, 'a generator seeded 7 again')
     if not torch.equal(a, b):
-        _fail(name, "two calls with generators seeded alike drew different tokens: draw from the generator argument (torch.multinomial(probs, 1, generator=generator)), not the global random state")
+        _fail(name, "two calls with generators seeded alike drew different tokens: draw from "
+                    "the generator argument (torch.multinomial(probs, 1, "
+                    "generator=generator)), not the global random state")
     n += 1
-    odd = torch.tensor([[0.0, -math.inf, 3.0, -math.inf]])               # a row already filtered: -inf stays impossible
-    out = _draws(name, fn, odd.expand(2000, 4).contiguous(), 1.0, None, None, 8, 'logits holding -inf')
-    if (out == 1).any() or (out == 3).any(): _fail(name, "drew a token whose logit is -inf: it has probability 0")
+    # a row already filtered: -inf stays impossible
+    odd = torch.tensor([[0.0, -math.inf, 3.0, -math.inf]])
+    out = _draws(name, fn, odd.expand(2000, 4).contiguous(), 1.0, None, None, 8,
+                 'logits holding -inf')
+    if (out == 1).any() or (out == 3).any():
+        _fail(name, "drew a token whose logit is -inf: it has probability 0")
     n += 1
-    for temperature in (0, 1.0):                                          # a batch of one: (1,), not a 0-dim tensor
-        _draws(name, fn, row[None], temperature, None, None, 9, f"a batch of one (1, {V}), temperature {temperature}")
+    for temperature in (0, 1.0):  # a batch of one: (1,), not a 0-dim tensor
+        _draws(name, fn, row[None], temperature, None, None, 9,
+               f"a batch of one (1, {V}), temperature {temperature}")
     n += 1
     try: out = _draws(name, fn, many[:2000], 1.0, None, 0.0, 10, "top_p 0.0")
     except AssertionError as e:
         if e.__cause__ is None: raise
-        out = None                                                        # it raised: a filter that keeps nothing at p = 0 is let through here
+        out = None  # it raised: a filter that keeps nothing at p = 0 is let through here
     if out is not None and not (out == 0).all():
         freq = torch.bincount(out, minlength=V).double() / len(out)
         off = bool(((freq - _distribution(row, 1.0)).abs() < 0.03).all())
-        _fail(name, ("top_p=0.0 is read as off (`if top_p:` is False for 0.0): test `top_p is not None`; p = 0 keeps only the most likely token"
-                     if off else "top_p=0.0 keeps only the most likely token, so every draw must be it") +
-                    f" (drew {(out != 0).sum().item()} of {len(out)} other tokens at top_p 0.0)")
+        _fail(name, ("top_p=0.0 is read as off (`if top_p:` is False for 0.0): test `top_p is "
+                     "not None`; p = 0 keeps only the most likely token"
+                     if off else "top_p=0.0 keeps only the most likely token, so "
+                     "every draw must be it")
+              + f" (drew {(out != 0).sum().item()} of {len(out)} other tokens at top_p 0.0)")
     n += 1
     _passed(name, n)

@@ -15,12 +15,15 @@ from .core import _fail, _keeps_rng, _passed
 def _listed(name, out, what):
     "The student's ids as a list of ints, or a failure that says what came back instead."
     if isinstance(out, (bytes, str)):
-        _fail(name, f"returned {type(out).__name__} {out[:20]!r} for {what}: return the ids, a list of ints")
+        _fail(name, f"returned {type(out).__name__} {out[:20]!r} for {what}: return the "
+                    "ids, a list of ints")
     try: ids = list(out)
-    except TypeError: _fail(name, f"returned {type(out).__name__} for {what}: return the ids, a list of ints")
+    except TypeError:
+        _fail(name, f"returned {type(out).__name__} for {what}: return the ids, a list of ints")
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         bad = next(i for i in ids if not (isinstance(i, int) and not isinstance(i, bool)))
-        _fail(name, f"returned {type(bad).__name__} {bad!r} among the ids for {what}: each id is an int (a tensor's .tolist() gives ints)")
+        _fail(name, f"returned {type(bad).__name__} {bad!r} among the ids for {what}: each id "
+                    "is an int (a tensor's .tolist() gives ints)")
     return ids
 
 def _run(name, fn, *args, what):
@@ -32,44 +35,63 @@ def _run(name, fn, *args, what):
 def _merge_mistakes(ids, pair, new_id):
     "What a wrong merge gives on `ids`, with the mistake's name."
     a, b = pair
-    right = list(reversed(merge_pair(list(reversed(ids)), (b, a), new_id)))            # scanned from the right
-    step_one = [new_id if (x, y) == pair else x for x, y in zip(ids, ids[1:])] + ids[-1:]  # a match advances by one
+    # scanned from the right
+    right = list(reversed(merge_pair(list(reversed(ids)), (b, a), new_id)))
+    # a match advances by one
+    step_one = [new_id if (x, y) == pair else x for x, y in zip(ids, ids[1:])] + ids[-1:]
     first = ids
     for k in range(len(ids) - 1):
         if (ids[k], ids[k + 1]) == pair: first = ids[:k] + [new_id] + ids[k + 2:]; break
     text = [int(t) for t in ' '.join(map(str, ids)).replace(f'{a} {b}', str(new_id)).split()]
-    commas = [int(t) for t in (',' + ','.join(map(str, ids)) + ',').replace(f',{a},{b},', f',{new_id},').strip(',').split(',') if t]
-    return [(right, "merges from the right: scan left to right, so that (a, a) in a, a, a merges the first two"),
-            (commas, "two occurrences side by side, only the first merged (the ids joined into a string, where neighbours share a comma?): "
+    commas = [
+        int(t) for t in (',' + ','.join(map(str, ids))
+                         + ',').replace(f',{a},{b},', f',{new_id},').strip(',').split(',') if t
+    ]
+    return [(right, "merges from the right: scan left to right, so that (a, a) in a, a, a "
+                    "merges the first two"),
+            (commas, "two occurrences side by side, only the first merged (the ids joined into "
+                     "a string, where neighbours share a comma?): "
                      "compare ids as numbers in a loop, and after a merge at k go on at k + 2"),
-            (step_one, "a match advances one position: after merging ids[k], ids[k + 1] go on at k + 2"),
-            (merge_pair(ids, pair, new_id)[:-1] if ids[-1:] != [new_id] else None, "the last id is dropped: when no pair starts at the last position, keep it"),
+            (step_one,
+             "a match advances one position: after merging ids[k], ids[k + 1] go on at k + 2"),
+            (merge_pair(ids, pair, new_id)[:-1] if ids[-1:] != [new_id] else None,
+             "the last id is dropped: when no pair starts at the last position, keep it"),
             (first, "only the first occurrence is merged: replace every occurrence"),
-            (text, "matched inside a longer id (the ids joined into a string?): compare ids as numbers")]
+            (text, "matched inside a longer id (the ids joined into a string?): "
+                   "compare ids as numbers")]
 
 @_keeps_rng
 def check_merge(fn: Callable) -> None:
-    "Check `fn(ids, pair, new_id)`: a new list in which every occurrence of `pair` in `ids`, left to right and without overlaps, is replaced by `new_id`; the caller's list unchanged; empty and one-id lists."
+    """Check `fn(ids, pair, new_id)`: a new list in which every occurrence of `pair` in `ids`,
+    left to right and without overlaps, is replaced by `new_id`; the caller's list unchanged;
+    empty and one-id lists."""
     name, n = 'merge', 0
-    cases = [([1, 2, 3, 1, 2], (1, 2), 9), ([5, 5, 5], (5, 5), 7), ([5, 5, 5, 5], (5, 5), 7), ([3, 1, 2], (1, 2), 9),
-             ([11, 2, 1, 2], (1, 2), 9), ([4, 6, 4], (6, 4), 300), ([1, 3, 2], (1, 2), 9), ([], (1, 2), 9), ([1], (1, 2), 9)]
+    cases = [([1, 2, 3, 1, 2], (1, 2), 9), ([5, 5, 5], (5, 5), 7), ([5, 5, 5, 5], (5, 5), 7),
+             ([3, 1, 2], (1, 2), 9), ([11, 2, 1, 2], (1, 2), 9), ([4, 6, 4], (6, 4), 300),
+             ([1, 3, 2], (1, 2), 9), ([], (1, 2), 9), ([1], (1, 2), 9)]
     for ids, pair, new_id in cases:
         what = f"ids {ids}, pair {pair}, new_id {new_id}"
         given = list(ids)
         raw = _run(name, fn, given, pair, new_id, what=what)
-        if given != ids: _fail(name, f"changed the caller's list to {given} (for {what}): build a new list and return it")
-        if raw is given: _fail(name, f"returned the caller's own list (for {what}): return a new list even when nothing merges, "
+        if given != ids:
+            _fail(name, f"changed the caller's list to {given} (for {what}): build a new "
+                        "list and return it")
+        if raw is given:
+            _fail(name, f"returned the caller's own list (for {what}): return a new list even "
+                        "when nothing merges, "
                                      "or a later change to the result changes the caller's ids")
         out = _listed(name, raw, what)
         expected = merge_pair(ids, pair, new_id)
         if out == expected: n += 1; continue
-        msg = next((m for wrong, m in _merge_mistakes(ids, pair, new_id) if wrong is not None and wrong == out), None)
+        msg = next((m for wrong, m in _merge_mistakes(ids, pair, new_id)
+                    if wrong is not None and wrong == out), None)
         _fail(name, f"{msg or 'wrong ids'} (for {what}: got {out}, expected {expected})")
     _passed(name, n)
 
 # %% ../../nbs/13e_token_checks.ipynb #7777a8dd
 def _train(text: str, n_merges: int) -> Dict[Tuple[int, int], int]:
-    "A small byte-level BPE for the check: the most frequent adjacent pair each time (ties to the greater pair), new ids from 256."
+    """A small byte-level BPE for the check: the most frequent adjacent pair each time (ties to
+    the greater pair), new ids from 256."""
     ids, merges = list(text.encode('utf-8')), {}
     for new_id in range(256, 256 + n_merges):
         counts = Counter(zip(ids, ids[1:]))
@@ -83,89 +105,139 @@ def _overlapping(ids, pair, new_id):
     "A merge that also merges overlapping occurrences: a, a, a becomes two new ids."
     out = []
     for k, x in enumerate(ids):
-        if k + 1 < len(ids) and (x, ids[k + 1]) == pair: out.append(new_id)   # a pair starts here, even inside the last one
+        # a pair starts here, even inside the last one
+        if k + 1 < len(ids) and (x, ids[k + 1]) == pair: out.append(new_id)
         elif not (k > 0 and (ids[k - 1], x) == pair): out.append(x)
     return out
 
 def _encode(text, merges, *, units='utf-8', order='rank', merge=merge_pair, least=2):
-    "Encoding as the exercise asks (the earliest-learned merge present first), or with one known mistake."
+    """Encoding as the exercise asks (the earliest-learned merge present first), or with one
+    known mistake."""
     ids = list(text.encode('utf-8')) if units == 'utf-8' else [ord(c) for c in text]
-    if order == 'newest once':                                            # each merge once, the newest first
-        for pair, new_id in sorted(merges.items(), key=lambda kv: -kv[1]): ids = merge_pair(ids, pair, new_id)
+    if order == 'newest once':  # each merge once, the newest first
+        for pair, new_id in sorted(merges.items(), key=lambda kv: -kv[1]):
+            ids = merge_pair(ids, pair, new_id)
         return ids
-    if order == 'one pass':                                               # the pairs of the raw bytes, looked up once
-        for pair in sorted({p for p in zip(ids, ids[1:]) if p in merges}, key=merges.__getitem__): ids = merge_pair(ids, pair, merges[pair])
+    if order == 'one pass':  # the pairs of the raw bytes, looked up once
+        for pair in sorted(
+            {p for p in zip(ids, ids[1:]) if p in merges}, key=merges.__getitem__
+        ):
+            ids = merge_pair(ids, pair, merges[pair])
         return ids
     while len(ids) >= least:
         present = [p for p in zip(ids, ids[1:]) if p in merges]
         if not present: break
         if order == 'rank': pair = min(present, key=merges.__getitem__)
         elif order == 'latest': pair = max(present, key=merges.__getitem__)
-        elif order == 'pair': pair = min(present)                          # the smallest pair of ids, not the smallest rank
-        else: counts = Counter(present); pair = max(present, key=lambda p: (counts[p], -merges[p]))   # the most frequent here
+        # the smallest pair of ids, not the smallest rank
+        elif order == 'pair': pair = min(present)
+        # the most frequent here
+        else:
+            counts = Counter(present)
+            pair = max(present, key=lambda p: (counts[p], -merges[p]))
         ids = merge(ids, pair, merges[pair])
     return ids
 
 def _encode_mistakes(text, merges):
     "What a wrong encoder gives for `text`, with the mistake's name."
-    return [(_encode(text, merges, units='chars'), "characters as ord(c), not bytes: encode the text to UTF-8 first (text.encode('utf-8')); 'é' is the two bytes 195, 169"),
-            (_encode(text, merges, least=3), "the last two ids left unmerged: keep merging while at least two ids remain"),
-            (list(text.encode('utf-8')), "no merge was applied: after the bytes, merge every pair that merges holds"),
-            (_encode(text, merges, order='pair'), "the smallest pair first (min over the pairs compares their ids, not their ranks): take "
-                                                  "the pair with the smallest new id, min(present, key=merges.get)"),
-            (_encode(text, merges, order='one pass'), "the merges looked up once, among the pairs of the raw bytes: a merge makes new pairs "
-                                                      "(with the new id), so look for the best pair again after every merge"),
-            (_encode(text, merges, order='latest'), "the latest-learned merge first: apply the merge with the smallest new id (the earliest learned) first"),
-            (_encode(text, merges, order='newest once'), "the merges applied newest first: apply them in the order they were learned, the smallest new id first"),
-            (_encode(text, merges, order='frequent'), "the most frequent pair first, as in training: encoding applies the merges by rank, the smallest new id first"),
-            (_encode(text, merges, merge=_overlapping), "overlapping occurrences merged: in a, a, a only the first two merge; after a merge, go on after the pair")]
+    return [(_encode(text, merges, units='chars'),
+             "characters as ord(c), not bytes: encode the text to UTF-8 first "
+             "(text.encode('utf-8')); 'é' is the two bytes 195, 169"),
+            (_encode(text, merges, least=3),
+             "the last two ids left unmerged: keep merging while at least two ids remain"),
+            (list(text.encode('utf-8')),
+             "no merge was applied: after the bytes, merge every pair that merges holds"),
+            (_encode(text, merges, order='pair'),
+             "the smallest pair first (min over the pairs compares their ids, not "
+             "their ranks): take "
+                                                  "the pair with the smallest new id, "
+                                                  "min(present, key=merges.get)"),
+            (_encode(text, merges, order='one pass'),
+             "the merges looked up once, among the pairs of the raw bytes: a merge "
+             "makes new pairs "
+                                                      "(with the new id), so look for the best "
+                                                      "pair again after every merge"),
+            (_encode(text, merges, order='latest'),
+             "the latest-learned merge first: apply the merge with the smallest new id (the "
+             "earliest learned) first"),
+            (_encode(text, merges, order='newest once'),
+             "the merges applied newest first: apply them in the order they were learned, the "
+             "smallest new id first"),
+            (_encode(text, merges, order='frequent'),
+             "the most frequent pair first, as in training: encoding applies the merges by "
+             "rank, the smallest new id first"),
+            (_encode(text, merges, merge=_overlapping),
+             "overlapping occurrences merged: in a, a, a only the first two merge; after a "
+             "merge, go on after the pair")]
 
 @_keeps_rng
 def check_encode(fn: Callable) -> None:
-    "Check `fn(text, merges)`: the UTF-8 bytes of `text` as ids 0-255, then merges applied by rank (the pair with the smallest new id first) until none applies; `merges` maps (id, id) -> new id; empty text, text no merge applies to, non-ASCII characters."
+    """Check `fn(text, merges)`: the UTF-8 bytes of `text` as ids 0-255, then merges applied by
+    rank (the pair with the smallest new id first) until none applies; `merges` maps (id, id) ->
+    new id; empty text, text no merge applies to, non-ASCII characters."""
     name, n = 'encode', 0
     sample = "the cat sat on the mat; the rat ate the hat. naïve café, naïve cafés 🙂🙂"
     merges = _train(sample, 40)
-    texts = ["the cat sat on the mat", "that hat", "naïve café 🙂", "the the the", "xyz", "", "é", "hat🙂the"]
+    texts = [
+        "the cat sat on the mat", "that hat", "naïve café 🙂", "the the the", "xyz", "", "é",
+        "hat🙂the"
+    ]
     cases = [(t, merges, f"{len(merges)} merges learned from a sample") for t in texts]
-    hehex = {(101, 120): 256, (104, 101): 257, (101, 104): 258}              # rank, frequency and the latest merge all disagree
-    cbdbd = {(100, 98): 256, (98, 100): 257, (99, 98): 258}              # rank, the latest merge and the smallest pair all disagree
+    # rank, frequency and the latest merge all disagree
+    hehex = {(101, 120): 256, (104, 101): 257, (101, 104): 258}
+    # rank, the latest merge and the smallest pair all disagree
+    cbdbd = {(100, 98): 256, (98, 100): 257, (99, 98): 258}
     cases += [("hehex", hehex, f"merges {hehex}"), ("cbdbd", cbdbd, f"merges {cbdbd}"),
-              ("th", {(116, 104): 256}, "merges {(116, 104): 256}"),                                            # two bytes, one merge
-              ("aaa", {(97, 97): 256}, "merges {(97, 97): 256}")]                                               # overlapping pairs
+              ("th", {(116, 104): 256}, "merges {(116, 104): 256}"),  # two bytes, one merge
+              ("aaa", {(97, 97): 256}, "merges {(97, 97): 256}")]     # overlapping pairs
     for text, table, told in cases:
         what = f"text {text!r} and {told}"
         given = dict(table)
         out = _listed(name, _run(name, fn, text, given, what=what), what)
         if given != table:
-            _fail(name, f"changed the caller's merges dict ({len(table)} entries, {len(given)} after the call, for {what}): read it, never modify it")
+            _fail(name, f"changed the caller's merges dict ({len(table)} entries, {len(given)} "
+                        f"after the call, for {what}): read it, never modify it")
         expected = _encode(text, table)
         if out == expected: n += 1; continue
         msg = _which_mistake(fn, out, text, table, cases)
-        _fail(name, f"{msg or 'wrong ids'} (for {what}: got {out[:16]}{'...' if len(out) > 16 else ''}, expected {expected[:16]}{'...' if len(expected) > 16 else ''})")
+        _fail(name, f"{msg or 'wrong ids'} (for {what}: got "
+                    f"{out[:16]}{'...' if len(out) > 16 else ''}, expected "
+                    f"{expected[:16]}{'...' if len(expected) > 16 else ''})")
     n += _any_order(name, fn, texts[0], merges)
     _passed(name, n)
 
 def _which_mistake(fn, out, text, table, cases):
-    "The name of the mistake that gives `out` for `text`; where several do, the one that also gives what `fn` returns on the other cases."
+    """The name of the mistake that gives `out` for `text`; where several do, the one that also
+    gives what `fn` returns on the other cases."""
     names = [m for wrong, m in _encode_mistakes(text, table) if wrong == out]
     for other, other_table, _ in cases:
         if len(names) < 2: break
         try: got = list(fn(other, dict(other_table)))
         except Exception: continue
-        names = [m for wrong, m in _encode_mistakes(other, other_table) if wrong == got and m in names] or names
+        names = [
+            m
+            for wrong, m in _encode_mistakes(other, other_table) if wrong == got and m in names
+        ] or names
     return names[0] if names else None
 
 def _any_order(name, fn, text, merges):
-    "The same merges in another dict order (the newest first) give the same ids: a merge's rank is its new id, not its place in the dict. Returns the number of checks passed (1)."
+    """The same merges in another dict order (the newest first) give the same ids: a merge's
+    rank is its new id, not its place in the dict. Returns the number of checks passed (1)."""
     newest_first = dict(sorted(merges.items(), key=lambda kv: -kv[1]))
     what = f"text {text!r} and the same {len(merges)} merges, the dict built newest first"
     out = _listed(name, _run(name, fn, text, dict(newest_first), what=what), what)
     expected = _encode(text, merges)
     if out != expected:
         in_dict_order = list(text.encode('utf-8'))
-        for pair, new_id in newest_first.items(): in_dict_order = merge_pair(in_dict_order, pair, new_id)
-        msg = ("the merges applied in the dict's order: a merge's rank is its new id, not its place in the dict (a dict loaded from a file "
-               "or built another way has another order); apply the pair with the smallest new id first" if out == in_dict_order else "wrong ids")
-        _fail(name, f"{msg} (for {what}: got {out[:16]}{'...' if len(out) > 16 else ''}, expected {expected[:16]}{'...' if len(expected) > 16 else ''})")
+        for pair, new_id in newest_first.items():
+            in_dict_order = merge_pair(in_dict_order, pair, new_id)
+        msg = (
+            "the merges applied in the dict's order: a merge's rank is its new id, not its"
+            " place in the dict (a dict loaded from a file or built another way has another"
+            " order); apply the pair with the smallest new id first"
+            if out == in_dict_order
+            else "wrong ids"
+        )
+        _fail(name, f"{msg} (for {what}: got {out[:16]}{'...' if len(out) > 16 else ''}, "
+                    f"expected {expected[:16]}{'...' if len(expected) > 16 else ''})")
     return 1

@@ -10,28 +10,35 @@ from typing import Callable
 import math, warnings
 import torch
 import torch.nn.functional as F
-from .core import _randn, _fail, _close, _maxerr, _call, _try, _diagnose, _passed, _keeps_rng, _real, _RUN_FROM_TOP
+from .core import _randn, _fail, _close, _maxerr, _call, _try
+from .core import _diagnose, _passed, _keeps_rng, _real
+from .core import _RUN_FROM_TOP
 from ..utils import keep_rng
 from ..utils import keep_rng
 from ..training import START, END, make_batch, warmup_inverse_sqrt
 from ..model import Transformer
 
 # %% ../../nbs/13c_training_checks.ipynb #b87b025e
-def _smoothed(logits, target, pad_id, eps, *, on=None, true_weight=None, per=None, mean_over=None, kl=False):
-    "The label-smoothed loss, written out with each convention a student might pick (None: the exercise's, PyTorch's)."
+def _smoothed(logits, target, pad_id, eps, *, on=None, true_weight=None, per=None,
+              mean_over=None, kl=False):
+    """The label-smoothed loss, written out with each convention a student might pick (None: the
+    exercise's, PyTorch's)."""
     logp = logits.log_softmax(-1)                                        # (B, L, V)
     V = logits.size(-1)
     nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)             # (B, L)
-    if on is None: uniform = -logp.mean(-1)                              # eps/V on every class, the true one included
+    if on is None: uniform = -logp.mean(-1)  # eps/V on every class, the true one included
     else:
         keep = torch.ones_like(logp, dtype=torch.bool)
         if 'target' in on: keep = keep.scatter(-1, target.unsqueeze(-1), False)
         if 'pad' in on: keep[..., pad_id] = False
-        uniform = -(logp * keep).sum(-1) / keep.sum(-1)                  # eps spread over the classes left
+        uniform = -(logp * keep).sum(-1) / keep.sum(-1)  # eps spread over the classes left
     w = 1 - eps if true_weight is None else true_weight
     per_pos = w * nll + eps * (uniform if per is None else per(logp))    # (B, L)
-    if kl:   # KL(target || p): the cross-entropy minus the entropy of the target distribution, a constant
-        share = eps / (torch.full_like(nll, V) if on is None else keep.sum(-1).to(nll.dtype))   # (B, L) each smoothed class's mass
+    if kl:
+        # KL(target || p): the cross-entropy minus the entropy of the target distribution, a
+        # constant
+        # (B, L) each smoothed class's mass
+        share = eps / (torch.full_like(nll, V) if on is None else keep.sum(-1).to(nll.dtype))
         others = V - 1 if on is None else keep.sum(-1).to(nll.dtype)
         top = w + share if on is None else torch.full_like(nll, w)
         per_pos = per_pos + top * top.log() + others * share * share.log()
@@ -39,30 +46,38 @@ def _smoothed(logits, target, pad_id, eps, *, on=None, true_weight=None, per=Non
     if mean_over == 'all': return per_pos.mean()
     if mean_over == 'sum': return per_pos[real].sum()
     if mean_over == 'all_positions': return per_pos[real].sum() / real.numel()
-    if mean_over == 'sequences': return torch.stack([p[r].mean() for p, r in zip(per_pos, real) if r.any()]).mean()
+    if mean_over == 'sequences':
+        return torch.stack([p[r].mean() for p, r in zip(per_pos, real) if r.any()]).mean()
     return per_pos[real].mean()
 
 def _loss_inputs(B, L, V, pad_id, seed, scale=2.0, dtype=torch.float32):
     logits = (scale * _randn(B, L, V, seed=seed)).to(dtype)
     target = torch.randint(0, V, (B, L), generator=torch.Generator().manual_seed(seed + 1))
-    target[target == pad_id] = (pad_id + 1) % V                           # pad only where placed below
-    if L > 2: target[0, -2:] = pad_id                                     # a padded row end
+    target[target == pad_id] = (pad_id + 1) % V  # pad only where placed below
+    if L > 2: target[0, -2:] = pad_id            # a padded row end
     return logits, target
 
 @_keeps_rng
 def check_label_smoothed_loss(fn: Callable) -> None:
-    "Check `fn(logits, target, pad_id, smoothing)`: logits (B, L, V), target (B, L) -> the mean over non-pad positions of the cross-entropy against (1 - smoothing) on the target plus smoothing/V on every class, as `F.cross_entropy(..., ignore_index=pad_id, label_smoothing=smoothing)`; a 0-dim tensor that gradients flow through, finite for large logits, dtype kept."
+    """Check `fn(logits, target, pad_id, smoothing)`: logits (B, L, V), target (B, L) -> the
+    mean over non-pad positions of the cross-entropy against (1 - smoothing) on the target
+    plus smoothing/V on every class, as `F.cross_entropy(..., ignore_index=pad_id,
+    label_smoothing=smoothing)`; a 0-dim tensor that gradients flow through, finite for large
+    logits, dtype kept."""
     name, n = 'label_smoothed_loss', 0
     def run(logits, target, pad_id, eps, what):
         out = _call(name, fn, logits, target, pad_id, eps)
         if not isinstance(out, torch.Tensor):
-            _fail(name, f"returned {type(out).__name__} for {what}: return the loss as a tensor (0-dim), so that loss.backward() works")
+            _fail(name, f"returned {type(out).__name__} for {what}: return the loss as a "
+                        "tensor (0-dim), so that loss.backward() works")
         if out.dim() != 0:
-            hint = (": average over the non-pad positions to one number" if out.numel() in (target.numel(), int((target != pad_id).sum()))
-                    else "")
-            _fail(name, f"returned shape {tuple(out.shape)} for {what}: the loss is one number, shape (){hint}")
+            hint = (": average over the non-pad positions to one number"
+                    if out.numel() in (target.numel(), int((target != pad_id).sum())) else "")
+            _fail(name, f"returned shape {tuple(out.shape)} for {what}: the loss is one "
+                        f"number, shape (){hint}")
         if out.dtype != logits.dtype:
-            _fail(name, f"returned dtype {out.dtype} for {logits.dtype} logits ({what}): keep the logits' dtype")
+            _fail(name, f"returned dtype {out.dtype} for {logits.dtype} logits ({what}): keep "
+                        "the logits' dtype")
         return out
     V, pad_id, eps = 7, 0, 0.1
     logits, target = _loss_inputs(3, 5, V, pad_id, seed=70)
@@ -70,137 +85,218 @@ def check_label_smoothed_loss(fn: Callable) -> None:
     out = run(logits, target, pad_id, eps, what)
     ref = _smoothed(logits, target, pad_id, eps)
     if not torch.isfinite(out):
-        _fail(name, f"returned {out.item()} for {what}: the loss must be finite (a log of 0? use log_softmax)")
+        _fail(name, f"returned {out.item()} for {what}: the loss must be finite (a log of 0? "
+                    "use log_softmax)")
     if not _close(out, ref, atol=1e-5):
         msg = _diagnose(out, [
-            (_smoothed(logits, target, pad_id, 0.0), "the smoothing is not applied: the target distribution puts 1 - smoothing on the target and smoothing/V on every class"),
-            (_smoothed(logits, target, pad_id, eps, mean_over='all'), "pad positions are counted in the mean: leave out every position whose target is pad_id (mean over target != pad_id)"),
-            (_smoothed(logits, target, pad_id, eps, mean_over='all_positions'), "divided by all B*L positions: the pad positions are left out of the sum but not of the count; divide by the number of non-pad targets"),
-            (_smoothed(logits, target, pad_id, eps, mean_over='sum'), "summed over the positions: average over the non-pad ones"),
-            (_smoothed(logits, target, pad_id, eps, mean_over='sequences'), "the mean of each sequence's mean: average over every non-pad position of the batch at once, so that a position of a short sequence weighs what one of a long sequence does"),
-            (_smoothed(logits, target, pad_id, eps, on=('target',)), "the smoothing mass is spread over the V - 1 wrong classes only: as in PyTorch's label_smoothing, it goes to all V classes (smoothing/V each), the target included"),
-            (_smoothed(logits, target, pad_id, eps, on=('target', 'pad')), "no smoothing mass on the target and the pad column (The Annotated Transformer's smoothing/(V - 2)): this exercise follows PyTorch's label_smoothing, smoothing/V on every class"),
-            (_smoothed(logits, target, pad_id, eps, on=('pad',)), "no smoothing mass on the pad column: this exercise follows PyTorch's label_smoothing, smoothing/V on every class, pad included"),
-            (_smoothed(logits, target, pad_id, eps, per=lambda lp: -lp.sum(-1)), "the uniform part is summed over the V classes: each class gets smoothing/V, so average -log p over the classes"),
-            (_smoothed(logits, target, pad_id, eps, kl=True), "the KL divergence, which differs from the cross-entropy by the target distribution's entropy (a constant): compute the cross-entropy, -sum(target * log p)"),
-            (_smoothed(logits, target, pad_id, eps, on=('target', 'pad'), kl=True), "The Annotated Transformer's KL divergence with smoothing/(V - 2) on the classes that are neither the target nor pad: this exercise asks for the cross-entropy of PyTorch's label_smoothing, smoothing/V on every class"),
-            (_smoothed(logits, target, pad_id, eps, true_weight=1.0), "the target keeps weight 1: its weight is 1 - smoothing, plus its share smoothing/V of the uniform part"),
-            (_smoothed(logits, target, pad_id, 1 - eps), "smoothing and 1 - smoothing swapped: the target gets 1 - smoothing"),
-        ] + [(_try(lambda: (-(1 - eps) * logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - eps * logits.mean(-1))[target != pad_id].mean()),
-              "the logits are used as log-probabilities: take log_softmax over the vocabulary first")])
-        _fail(name, f"{msg or 'wrong value'} (got {out.item():.6f}, expected {ref.item():.6f} for {what})")
+            (_smoothed(logits, target, pad_id, 0.0),
+             "the smoothing is not applied: the target distribution puts 1 - smoothing on the "
+             "target and smoothing/V on every class"),
+            (_smoothed(logits, target, pad_id, eps, mean_over='all'),
+             "pad positions are counted in the mean: leave out every position whose target is "
+             "pad_id (mean over target != pad_id)"),
+            (_smoothed(logits, target, pad_id, eps, mean_over='all_positions'),
+             "divided by all B*L positions: the pad positions are left out of the sum but not "
+             "of the count; divide by the number of non-pad targets"),
+            (_smoothed(logits, target, pad_id, eps, mean_over='sum'),
+             "summed over the positions: average over the non-pad ones"),
+            (_smoothed(logits, target, pad_id, eps, mean_over='sequences'),
+             "the mean of each sequence's mean: average over every non-pad position of the "
+             "batch at once, so that a position of a short sequence weighs what one of a "
+             "long sequence does"),
+            (_smoothed(logits, target, pad_id, eps, on=('target', )),
+             "the smoothing mass is spread over the V - 1 wrong classes only: as in "
+             "PyTorch's label_smoothing, it goes to all V classes (smoothing/V each), "
+             "the target included"),
+            (_smoothed(logits, target, pad_id, eps, on=('target', 'pad')),
+             "no smoothing mass on the target and the pad column (The Annotated "
+             "Transformer's smoothing/(V - 2)): this exercise follows PyTorch's "
+             "label_smoothing, smoothing/V on every class"),
+            (_smoothed(logits, target, pad_id, eps, on=('pad', )),
+             "no smoothing mass on the pad column: this exercise follows PyTorch's "
+             "label_smoothing, smoothing/V on every class, pad included"),
+            (_smoothed(logits, target, pad_id, eps, per=lambda lp: -lp.sum(-1)),
+             "the uniform part is summed over the V classes: each class gets smoothing/V, so "
+             "average -log p over the classes"),
+            (_smoothed(logits, target, pad_id, eps, kl=True),
+             "the KL divergence, which differs from the cross-entropy by the target "
+             "distribution's entropy (a constant): compute the cross-entropy, "
+             "-sum(target * log p)"),
+            (_smoothed(logits, target, pad_id, eps, on=('target', 'pad'), kl=True),
+             "The Annotated Transformer's KL divergence with smoothing/(V - 2) on the classes "
+             "that are neither the target nor pad: this exercise asks for the cross-entropy of "
+             "PyTorch's label_smoothing, smoothing/V on every class"),
+            (_smoothed(logits, target, pad_id, eps, true_weight=1.0),
+             "the target keeps weight 1: its weight is 1 - smoothing, plus its share "
+             "smoothing/V of the uniform part"),
+            (_smoothed(logits, target, pad_id, 1 - eps),
+             "smoothing and 1 - smoothing swapped: the target gets 1 - smoothing"),
+        ] + [(_try(lambda: (-(1 - eps) * logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) -
+                            eps * logits.mean(-1))[target != pad_id].mean()),
+              "the logits are used as log-probabilities: take log_softmax over the "
+              "vocabulary first")])
+        _fail(name, f"{msg or 'wrong value'} (got {out.item():.6f}, expected "
+                    f"{ref.item():.6f} for {what})")
     n += 1
     out0 = run(logits, target, pad_id, 0.0, 'smoothing 0')
     if not _close(out0, _smoothed(logits, target, pad_id, 0.0), atol=1e-5):
-        _fail(name, f"with smoothing 0 the loss is the plain cross-entropy {_smoothed(logits, target, pad_id, 0.0).item():.6f}, got {out0.item():.6f}")
+        _fail(name, "with smoothing 0 the loss is the plain cross-entropy "
+                    f"{_smoothed(logits, target, pad_id, 0.0).item():.6f}, got "
+                    f"{out0.item():.6f}")
     n += 1
-    other_pad = V - 1                                                     # pad_id is an argument, not always 0
+    other_pad = V - 1  # pad_id is an argument, not always 0
     l2, t2 = _loss_inputs(3, 5, V, other_pad, seed=71)
     out = run(l2, t2, other_pad, eps, f'pad_id {other_pad}')
     if not _close(out, _smoothed(l2, t2, other_pad, eps), atol=1e-5):
         hard = _try(lambda: _smoothed(l2, t2, 0, eps))
-        msg = ("pad id 0 is hard-coded: use the pad_id argument" if _close(out, hard, atol=1e-5) else "wrong value")
-        _fail(name, f"{msg} (pad_id {other_pad}: got {out.item():.6f}, expected {_smoothed(l2, t2, other_pad, eps).item():.6f})")
+        msg = (
+            "pad id 0 is hard-coded: use the pad_id argument"
+            if _close(out, hard, atol=1e-5)
+            else "wrong value"
+        )
+        _fail(name, f"{msg} (pad_id {other_pad}: got {out.item():.6f}, expected "
+                    f"{_smoothed(l2, t2, other_pad, eps).item():.6f})")
     n += 1
-    big, tb = _loss_inputs(2, 3, V, pad_id, seed=72, scale=500.0)     # logits of a confident model: exp overflows float32
+    # logits of a confident model: exp overflows float32
+    big, tb = _loss_inputs(2, 3, V, pad_id, seed=72, scale=500.0)
     out = run(big, tb, pad_id, eps, 'logits of size ~500')
     if not torch.isfinite(out):
-        _fail(name, f"returned {out.item()} for logits of size ~500: exp(logits) overflows (or softmax underflows to 0 and its log is -inf); "
+        _fail(name, f"returned {out.item()} for logits of size ~500: exp(logits) overflows (or "
+                    "softmax underflows to 0 and its log is -inf); "
                     "use logits.log_softmax(-1), which subtracts the maximum first")
     if not _close(out, _smoothed(big, tb, pad_id, eps), atol=1e-3, rtol=1e-5):
-        _fail(name, f"wrong for logits of size ~500: got {out.item():.4f}, expected {_smoothed(big, tb, pad_id, eps).item():.4f}")
+        _fail(name, f"wrong for logits of size ~500: got {out.item():.4f}, expected "
+                    f"{_smoothed(big, tb, pad_id, eps).item():.4f}")
     n += 1
     one_l, one_t = _loss_inputs(1, 1, V, pad_id, seed=73)             # a batch of one, length 1
     out = run(one_l, one_t, pad_id, eps, 'a batch of one sequence of length 1')
     if not _close(out, _smoothed(one_l, one_t, pad_id, eps), atol=1e-5):
-        _fail(name, f"wrong for a batch of one sequence of length 1 (logits (1, 1, {V})): got {out.item():.6f}, expected {_smoothed(one_l, one_t, pad_id, eps).item():.6f}; "
+        _fail(name, f"wrong for a batch of one sequence of length 1 (logits (1, 1, {V})): got "
+                    f"{out.item():.6f}, expected "
+                    f"{_smoothed(one_l, one_t, pad_id, eps).item():.6f}; "
                     "does a squeeze() drop the batch or length axis?")
     n += 1
     l64, t64 = _loss_inputs(2, 4, V, pad_id, seed=74, dtype=torch.float64)
     out = run(l64, t64, pad_id, eps, 'float64 logits')
     if not _close(out, _smoothed(l64, t64, pad_id, eps), atol=1e-12, rtol=1e-10):
-        _fail(name, f"wrong in float64: max error {_maxerr(out, _smoothed(l64, t64, pad_id, eps)):.3g}: compute in the logits' dtype")
+        _fail(name, "wrong in float64: max error "
+                    f"{_maxerr(out, _smoothed(l64, t64, pad_id, eps)):.3g}: compute in "
+                    "the logits' dtype")
     n += 1
     g = logits.clone().requires_grad_()
     try:
         with torch.enable_grad(): loss = fn(g, target, pad_id, eps)
         loss.backward()
     except Exception as e:
-        _fail(name, f"loss.backward() failed ({type(e).__name__}: {e}): keep the loss in the autograd graph (no .item(), .detach() or torch.tensor(...) around it)")
-    if g.grad is None: _fail(name, "no gradient reaches the logits: keep the loss in the autograd graph (no .detach() or torch.tensor(...) around it)")
+        _fail(name, f"loss.backward() failed ({type(e).__name__}: {e}): keep the loss in the "
+                    "autograd graph (no .item(), .detach() or torch.tensor(...) around it)")
+    if g.grad is None:
+        _fail(name, "no gradient reaches the logits: keep the loss in the autograd graph (no "
+                    ".detach() or torch.tensor(...) around it)")
     g_ref = logits.clone().requires_grad_()
     _smoothed(g_ref, target, pad_id, eps).backward()
     if not _close(g.grad, g_ref.grad, atol=1e-6):
-        _fail(name, f"the gradient differs from the reference's (max error {_maxerr(g.grad, g_ref.grad):.3g})")
+        _fail(name, "the gradient differs from the reference's (max error "
+                    f"{_maxerr(g.grad, g_ref.grad):.3g})")
     n += 1
     _passed(name, n)
 
 # %% ../../nbs/13c_training_checks.ipynb #68fca132
-def _schedule(step, warmup, *, count_from=1, peak_shift=0, power=0.5, normalized=True, combine=min, piecewise=False, integer=False):
+def _schedule(step, warmup, *, count_from=1, peak_shift=0, power=0.5, normalized=True,
+              combine=min, piecewise=False, integer=False):
     "The warmup factor with each mistake a student might make (the defaults: the exercise's)."
     s = step + count_from
     w = warmup + peak_shift
     up = s // w if integer else s / w
     down = (w / s) ** power if normalized else s ** -power
-    if piecewise: return up if s < w else down                          # an if instead of min: the parts need not meet
+    if piecewise: return up if s < w else down  # an if instead of min: the parts need not meet
     return combine(up, down)
 
 def _number(name, out, step, warmup):
-    "The student's factor as a float: a real number (Python's or NumPy's) or a one-element tensor."
+    """The student's factor as a float: a real number (Python's or NumPy's) or a one-element
+    tensor."""
     return _real(name, out, f"step={step}, warmup={warmup}", "the factor")
 
 @_keeps_rng
 def check_warmup_schedule(fn: Callable) -> None:
-    "Check `fn(step, warmup)`: the factor LambdaLR multiplies the peak learning rate by at 0-based `step`: with s = step + 1, s / warmup during the warmup and sqrt(warmup / s) after it, 1 at s = warmup; for warmup 1, 4 and 4000, steps 0 to 3 warmups and far beyond."
+    """Check `fn(step, warmup)`: the factor LambdaLR multiplies the peak learning rate by at
+    0-based `step`: with s = step + 1, s / warmup during the warmup and sqrt(warmup / s) after
+    it, 1 at s = warmup; for warmup 1, 4 and 4000, steps 0 to 3 warmups and far beyond."""
     name, n = 'warmup_schedule', 0
     try: fn(0, 4)
     except ZeroDivisionError as e:
-        _fail(name, f"divides by zero at step 0 ({e}): LambdaLR asks for step 0 before the first step; count s = step + 1")
-    except Exception: pass                                                # reported with its inputs below
+        _fail(name, f"divides by zero at step 0 ({e}): LambdaLR asks for step 0 before the "
+                    "first step; count s = step + 1")
+    except Exception: pass  # reported with its inputs below
     for warmup in (4, 1, 4000):
-        steps = sorted(set(range(0, 3 * warmup + 2, max(1, warmup // 50))) | {warmup - 2, warmup - 1, warmup, 10 ** 6} - {-1})
+        steps = sorted(
+            set(range(0, 3 * warmup + 2, max(1, warmup // 50)))
+            | {warmup - 2, warmup - 1, warmup, 10**6} - {-1})
         got = [_number(name, _call(name, fn, s, warmup), s, warmup) for s in steps]
         ref = [_schedule(s, warmup) for s in steps]
-        bad = [(s, g, r) for s, g, r in zip(steps, got, ref) if not math.isclose(g, r, rel_tol=1e-6, abs_tol=1e-12)]
+        bad = [(s, g, r) for s, g, r in zip(steps, got, ref)
+               if not math.isclose(g, r, rel_tol=1e-6, abs_tol=1e-12)]
         if not bad: n += len(steps); continue
         s, g, r = bad[0]
         if any(math.isnan(x) or math.isinf(x) for x in got):
             k = next(i for i, x in enumerate(got) if math.isnan(x) or math.isinf(x))
-            _fail(name, f"returned {got[k]} at step={steps[k]}, warmup={warmup}: a division by zero? count s = step + 1 from 1")
+            _fail(name, f"returned {got[k]} at step={steps[k]}, warmup={warmup}: a division by "
+                        "zero? count s = step + 1 from 1")
         peak = steps[max(range(len(got)), key=got.__getitem__)]
         as_tensor = lambda xs: torch.tensor(xs, dtype=torch.float64)
-        candidates = [(as_tensor([_try(lambda: _schedule(t, warmup, **kw)) or 0.0 for t in steps]), msg) for kw, msg in [
-            (dict(count_from=0), "the factor at step 0 is 0, so the first update does nothing: LambdaLR asks for step 0 before the first "
-                                 "step; count s = step + 1 (the warmup reaches 1 at step warmup - 1)"),
-            (dict(count_from=2), "counted from 2: s = step + 1"),
-            (dict(power=1.0), "after the warmup the factor decays as warmup / s; the schedule decays as sqrt(warmup / s)"),
-            *[(dict(normalized=False, piecewise=p), "after the warmup the factor is 1/sqrt(s), which is below the warmup's 1 at s = warmup: "
-                                                    "use sqrt(warmup / s), so that the two parts meet at 1") for p in (False, True)],
-            (dict(integer=True), "the warmup part is 0 until s reaches warmup: s // warmup is integer division; divide with s / warmup"),
-            (dict(combine=max), "max of the two parts instead of min: the warmup line and the decay cross at s = warmup, the factor follows the lower one"),
-            (dict(peak_shift=1), f"peaks at the wrong step: the factor is 1 at s = warmup (step {warmup - 1})"),
-            (dict(peak_shift=-1), f"peaks at the wrong step: the factor is 1 at s = warmup (step {warmup - 1})"),
-        ]]
+        candidates = [
+            (as_tensor([_try(lambda: _schedule(t, warmup, **kw)) or 0.0 for t in steps]), msg)
+            for kw, msg in
+            [(dict(count_from=0),
+              "the factor at step 0 is 0, so the first update does nothing: LambdaLR asks for "
+              "step 0 before the first "
+              "step; count s = step + 1 (the warmup reaches 1 at "
+              "step warmup - 1)"), (dict(count_from=2), "counted from 2: s = step + 1"),
+             (dict(power=1.0),
+              "after the warmup the factor decays as warmup / s; the schedule decays as "
+              "sqrt(warmup / s)"
+              ), *[(dict(normalized=False, piecewise=p),
+                    "after the warmup the factor is 1/sqrt(s), which is below the warmup's "
+                    "1 at s = warmup: "
+                    "use sqrt(warmup / s), so that the two parts meet at 1")
+                   for p in (False, True)],
+             (dict(integer=True),
+              "the warmup part is 0 until s reaches warmup: s // warmup is integer division; "
+              "divide with s / warmup"),
+             (dict(combine=max),
+              "max of the two parts instead of min: the warmup line and the decay cross at s = "
+              "warmup, the factor follows the lower one"),
+             (dict(peak_shift=1),
+              f"peaks at the wrong step: the factor is 1 at s = warmup (step {warmup - 1})"),
+             (dict(peak_shift=-1),
+              f"peaks at the wrong step: the factor is 1 at s = warmup (step {warmup - 1})"), ]
+        ]
         msg = _diagnose(as_tensor(got), candidates)
         ratios = [a / b for a, b in zip(got, ref)]
         if msg is None and all(math.isclose(x, ratios[0], rel_tol=1e-6) for x in ratios):
-            msg = (f"the factor peaks at {max(got):.4g}, not 1: every value is {ratios[0]:.4g} times the expected one (the paper's rate, "
-                   "d_model^-0.5 * min(s^-0.5, s * warmup^-1.5), section 5.3, is the peak rate times this factor, which is 1 at s = warmup)")
+            msg = (f"the factor peaks at {max(got):.4g}, not 1: every value is {ratios[0]:.4g} "
+                   "times the expected one (the paper's rate, "
+                   "d_model^-0.5 * min(s^-0.5, s * warmup^-1.5), section 5.3, is the peak rate "
+                   "times this factor, which is 1 at s = warmup)")
         if msg is None and math.isclose(max(got), 1.0, rel_tol=1e-6) and peak != warmup - 1:
             msg = f"the factor reaches 1 at step {peak}, not at step {warmup - 1} (s = warmup)"
-        _fail(name, f"{msg or 'wrong value'} (warmup={warmup}: at step={s} got {g:.6g}, expected {r:.6g})")
+        _fail(name, f"{msg or 'wrong value'} (warmup={warmup}: at step={s} got {g:.6g}, "
+                    f"expected {r:.6g})")
     _passed(name, n)
 
 # %% ../../nbs/13c_training_checks.ipynb #e10c0002
-_V = 12                                                                  # PAD, START, END, data tokens 3 to 10, and 11: the other pad id
+_V = 12  # PAD, START, END, data tokens 3 to 10, and 11: the other pad id
 
 def _tiny_model(dropout, seed=0):
-    "A small `Transformer` (d_model 16, one layer of each), the same weights for every run of one seed; built in eval mode, as after an evaluation."
+    """A small `Transformer` (d_model 16, one layer of each), the same weights for every run of
+    one seed; built in eval mode, as after an evaluation."""
     with keep_rng(seed):
-        return Transformer(_V, _V, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=dropout, max_len=16).eval()
+        return Transformer(_V, _V, d_model=16, num_heads=2, num_layers=1, d_ff=32,
+                           dropout=dropout, max_len=16).eval()
 
 def _copy_batch(seed, pad_id, B=4, L=6):
-    "A `Batch` of the copy task with padding: sources of lengths 2 to L, each target its source then END."
+    """A `Batch` of the copy task with padding: sources of lengths 2 to L, each target its
+    source then END."""
     g = torch.Generator().manual_seed(seed)
     data = torch.randint(END + 1, _V - 1, (B, L), generator=g)
     lengths = torch.randint(2, L + 1, (B,), generator=g); lengths[0] = L
@@ -211,24 +307,36 @@ def _copy_batch(seed, pad_id, B=4, L=6):
     return make_batch(src, tgt, pad_id, START)
 
 def _params(model): return torch.cat([p.detach().flatten() for p in model.parameters()])
-def _grads(model): return torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad.detach()).flatten() for p in model.parameters()])
+def _grads(model):
+    return torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad.detach()).flatten()
+                      for p in model.parameters()])
 
-def _reference_step(model, batch, optimizer, pad_id, clip, *, zero=True, train=True, ignore=None, masks=True, reduction='mean',
-                    clip_how='norm', step=True, targets='tgt_out'):
-    "One training step, with each mistake a student might make as an option (the defaults: the exercise's)."
+def _reference_step(model, batch, optimizer, pad_id, clip, *, zero=True, train=True,
+                    ignore=None, masks=True, reduction='mean', clip_how='norm', step=True,
+                    targets='tgt_out'):
+    """One training step, with each mistake a student might make as an option (the defaults: the
+    exercise's)."""
     if train: model.train()
     if zero: optimizer.zero_grad()
-    logits = model(batch.src, batch.tgt_in, *((batch.src_mask, batch.tgt_mask) if masks else ()))          # (B, Lt, V)
+    # (B, Lt, V)
+    logits = model(
+        batch.src, batch.tgt_in, *((batch.src_mask, batch.tgt_mask) if masks else ())
+    )
     target, ignored = getattr(batch, targets), pad_id if ignore is None else ignore
-    if reduction == 'per sequence':                                      # each sequence's mean, then their mean
-        per = F.cross_entropy(logits.transpose(1, 2), target, ignore_index=ignored, reduction='none')          # (B, Lt)
+    if reduction == 'per sequence':  # each sequence's mean, then their mean
+        # (B, Lt)
+        per = F.cross_entropy(logits.transpose(1, 2), target, ignore_index=ignored,
+                              reduction='none')
         real = (target != ignored).to(per.dtype)
         loss = ((per * real).sum(1) / real.sum(1)).mean()
-    else: loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=ignored, reduction=reduction)
+    else:
+        loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=ignored,
+                               reduction=reduction)
     loss.backward()
     if clip_how == 'norm': torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     if clip_how == 'value': torch.nn.utils.clip_grad_value_(model.parameters(), clip)
-    if clip_how == 'inf': torch.nn.utils.clip_grad_norm_(model.parameters(), clip, norm_type=math.inf)
+    if clip_how == 'inf':
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip, norm_type=math.inf)
     if clip_how == 'each':
         for p in model.parameters(): torch.nn.utils.clip_grad_norm_([p], clip)
     if step: optimizer.step()
@@ -238,30 +346,38 @@ def _reference_step(model, batch, optimizer, pad_id, clip, *, zero=True, train=T
 _LR = 0.1
 
 def _steps(step, calls, pad_id, clip, dropout=0.1):
-    "Run `step` on a fresh model and SGD for each (batch seed, RNG seed) in `calls`: (returned values, model after, parameters before); the model's `.grad` starts with an earlier backward's gradients, and `model.backwards` counts the backward passes."
+    """Run `step` on a fresh model and SGD for each (batch seed, RNG seed) in `calls`: (returned
+    values, model after, parameters before); the model's `.grad` starts with an earlier
+    backward's gradients, and `model.backwards` counts the backward passes."""
     model = _tiny_model(dropout)
     before = _params(model)
     g = torch.Generator().manual_seed(7)
-    for p in model.parameters(): p.grad = 0.1 * torch.randn(p.shape, generator=g)   # left by an earlier backward (a gradient check, say)
+    # left by an earlier backward (a gradient check, say)
+    for p in model.parameters(): p.grad = 0.1 * torch.randn(p.shape, generator=g)
     model.backwards = []
     next(model.parameters()).register_hook(lambda grad: model.backwards.append(1))
     opt = torch.optim.SGD(model.parameters(), lr=_LR)
     out = []
     for batch_seed, seed in calls:
         batch = _copy_batch(batch_seed, pad_id)
-        torch.random.default_generator.manual_seed(seed)                 # the same dropout for every version (the CPU's generator alone)
+        # the same dropout for every version (the CPU's generator alone)
+        torch.random.default_generator.manual_seed(seed)
         with torch.enable_grad(): out.append(step(model, batch, opt, pad_id, clip))
     return out, model, before
 
 def _describe(calls, pad_id, clip):
     "The run in words, for the messages."
-    return (f"{'one call' if len(calls) == 1 else f'{len(calls)} calls in a row'} on a fresh model with dropout 0.1 in eval mode, "
+    return (f"{'one call' if len(calls) == 1 else f'{len(calls)} calls in a row'} on a fresh "
+            "model with dropout 0.1 in eval mode, "
             f"SGD with lr {_LR}, pad_id {pad_id}, clip {clip}")
 
 def _stays(name, model, what):
-    "Fail in one sentence when the student's code moved the model off the device it was built on (the CPU), before its weights are compared."
+    """Fail in one sentence when the student's code moved the model off the device it was built
+    on (the CPU), before its weights are compared."""
     moved = sorted({str(p.device) for p in model.parameters()} - {'cpu'})
-    if moved: _fail(name, f"moved the model to {', '.join(moved)} ({what}): leave it on the device it came on (cpu); the caller moves the model, once, before training")
+    if moved:
+        _fail(name, f"moved the model to {', '.join(moved)} ({what}): leave it on the device "
+                    "it came on (cpu); the caller moves the model, once, before training")
 
 def _student_steps(name, fn, calls, pad_id, clip):
     "Run the student's step as _steps(...) does, each way it can fail said in one sentence."
@@ -278,78 +394,131 @@ def _student_steps(name, fn, calls, pad_id, clip):
     for got in out:
         if isinstance(got, torch.Tensor):
             graph = ' that is still part of the autograd graph' if got.requires_grad else ''
-            _fail(name, f"returned a tensor{graph} ({what}): return the loss as a Python float, loss.item(); the losses of a run "
-                        "are for logs and plots, which want numbers, not tensors tied to their graphs")
+            _fail(name, f"returned a tensor{graph} ({what}): return the loss as a Python "
+                        "float, loss.item(); the losses of a run "
+                        "are for logs and plots, which want numbers, not tensors "
+                        "tied to their graphs")
         if isinstance(got, bool) or not isinstance(got, (int, float)):
-            _fail(name, f"returned {type(got).__name__} ({what}): return the loss as a float, loss.item()")
-        if not math.isfinite(got): _fail(name, f"returned {got} ({what}): the loss of this batch is finite")
+            _fail(name, f"returned {type(got).__name__} ({what}): return the loss as a "
+                        "float, loss.item()")
+        if not math.isfinite(got):
+            _fail(name, f"returned {got} ({what}): the loss of this batch is finite")
     return [float(x) for x in out], model, before
 
 @_keeps_rng
 def check_train_step(fn: Callable) -> None:
-    "Check `fn(model, batch, optimizer, pad_id, clip)`: one training step of the copy task's `Batch` on a small `Transformer` with dropout, against the reference by weight copy: the model in train mode, gradients zeroed, the mean cross-entropy over non-pad targets, backward, the gradient norm clipped to `clip` before `optimizer.step()`; returns the loss as a float."
+    """Check `fn(model, batch, optimizer, pad_id, clip)`: one training step of the copy task's
+    `Batch` on a small `Transformer` with dropout, against the reference by weight copy: the
+    model in train mode, gradients zeroed, the mean cross-entropy over non-pad targets,
+    backward, the gradient norm clipped to `clip` before `optimizer.step()`; returns the loss as
+    a float."""
     name, n = 'train_step', 0
-    for calls, pad_id, clip in (([(80, 1)], 0, 0.1), ([(80, 1), (81, 2)], 0, 0.1), ([(82, 3)], _V - 1, 100.0)):
+    for calls, pad_id, clip in (([(80, 1)], 0, 0.1), ([(80, 1), (81, 2)], 0, 0.1),
+                                ([(82, 3)], _V - 1, 100.0)):
         what = _describe(calls, pad_id, clip)
         got, model, before = _student_steps(name, fn, calls, pad_id, clip)
         if not model.training:
-            _fail(name, f"the model is still in eval mode after the step ({what}): call model.train() first, so that dropout is on "
-                        "while it trains (an evaluation before the step leaves it in eval mode)")
+            _fail(
+                name, f"the model is still in eval mode after the step ({what}): call "
+                "model.train() first, so that dropout is on "
+                "while it trains (an evaluation before the step leaves it in eval mode)")
         run = lambda **kw: _steps(lambda *a: _reference_step(*a, **kw), calls, pad_id, clip)
         ref, ref_model, _ = run()
         if not all(math.isclose(g, r, rel_tol=1e-4, abs_tol=1e-6) for g, r in zip(got, ref)):
-            k = next(i for i, (g, r) in enumerate(zip(got, ref)) if not math.isclose(g, r, rel_tol=1e-4, abs_tol=1e-6))
+            k = next(i for i, (g, r) in enumerate(zip(got, ref))
+                     if not math.isclose(g, r, rel_tol=1e-4, abs_tol=1e-6))
             seen = lambda **kw: _try(lambda: run(**kw)[0][k])
-            is_ = lambda x: x is not None and math.isclose(got[k], x, rel_tol=1e-4, abs_tol=1e-6)
+            is_ = lambda x: x is not None and math.isclose(got[k], x, rel_tol=1e-4, abs_tol=1e-6
+                                                           )
             if pad_id != 0 and is_(seen(ignore=0)):
                 msg = "pad id 0 is hard-coded: use the pad_id argument"
-            elif is_(seen(ignore=-100)):                                  # F.cross_entropy's default ignore_index, no target has it
-                msg = "the pad positions are scored too: leave them out of the mean, F.cross_entropy(..., ignore_index=pad_id) or the course's sequence_loss(logits, targets, pad_id)"
+            elif is_(seen(ignore=-100)):
+                # F.cross_entropy's default ignore_index, no target has it
+                msg = (
+                    "the pad positions are scored too: leave them out of the mean,"
+                    " F.cross_entropy(..., ignore_index=pad_id) or the course's"
+                    " sequence_loss(logits, targets, pad_id)"
+                )
             elif is_(seen(masks=False)):
-                msg = "the masks are not passed to the model: model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask), or batch.logits(model)"
+                msg = (
+                    "the masks are not passed to the model: model(batch.src, batch.tgt_in,"
+                    " batch.src_mask, batch.tgt_mask), or batch.logits(model)"
+                )
             elif is_(seen(reduction='sum')):
-                msg = "the loss is summed over the targets: the course's loss is their mean over the non-pad targets"
+                msg = (
+                    "the loss is summed over the targets: the course's loss is their mean over"
+                    " the non-pad targets"
+                )
             elif is_(seen(reduction='per sequence')):
-                msg = ("the loss is the mean of each sequence's mean: the course's loss is the mean over all non-pad targets of the "
+                msg = ("the loss is the mean of each sequence's mean: the course's loss is the "
+                       "mean over all non-pad targets of the "
                        "batch, so a long sequence weighs more than a short one")
             elif is_(seen(targets='tgt_in')):
-                msg = ("the loss compares the logits with batch.tgt_in, the decoder's input: the targets are batch.tgt_out, the same "
+                msg = ("the loss compares the logits with batch.tgt_in, the decoder's input: "
+                       "the targets are batch.tgt_out, the same "
                        "tokens shifted one to the left (each position predicts the next token)")
             elif is_(seen(train=False)):
-                msg = "the loss is computed without dropout: call model.train() before the forward pass"
+                msg = (
+                    "the loss is computed without dropout: call model.train() before the"
+                    " forward pass"
+                )
             else: msg = "the returned loss differs from the reference's"
-            _fail(name, f"{msg} (call {k + 1}: got {got[k]:.6f}, expected {ref[k]:.6f}; {what})")
+            _fail(name,
+                  f"{msg} (call {k + 1}: got {got[k]:.6f}, expected {ref[k]:.6f}; {what})")
         n += len(calls)
         after, ref_after = _params(model), _params(ref_model)
         if not _close(after, ref_after, atol=1e-6):
-            applied, expected = (before - after) / _LR, (before - ref_after) / _LR      # the gradient each optimizer step used
+            # the gradient each optimizer step used
+            applied, expected = (before - after) / _LR, (before - ref_after) / _LR
             if torch.equal(after, before):
-                msg = ("the weights did not change: call optimizer.step() after clipping" if _grads(model).abs().sum() > 0 else
-                       "the weights did not change: the gradient was zeroed between loss.backward() and optimizer.step(), so the step used "
-                       "zeros; call optimizer.zero_grad() before the forward pass, then backward, clip, step" if model.backwards else
-                       "the weights did not change and no gradient was computed: call loss.backward(), then clip, then optimizer.step()")
+                msg = ("the weights did not change: call optimizer.step() after clipping"
+                       if _grads(model).abs().sum() > 0 else
+                       "the weights did not change: the gradient was zeroed between "
+                       "loss.backward() and optimizer.step(), so the step used "
+                       "zeros; call optimizer.zero_grad() before the forward pass, then "
+                       "backward, clip, step" if model.backwards else
+                       "the weights did not change and no gradient was computed: call "
+                       "loss.backward(), then clip, then optimizer.step()")
             elif _close(after, _params(run(zero=False)[1]), atol=1e-6):
-                msg = ("the gradients already in .grad (an earlier backward's, or the previous call's) are added to this step's: call "
+                msg = ("the gradients already in .grad (an earlier backward's, or the previous "
+                       "call's) are added to this step's: call "
                        "optimizer.zero_grad() before loss.backward(), not after the step")
             elif _close(after, _params(run(clip_how='each')[1]), atol=1e-6):
-                msg = ("each parameter's gradient is clipped on its own: clip the norm of all gradients together, "
+                msg = ("each parameter's gradient is clipped on its own: clip the norm of all "
+                       "gradients together, "
                        "torch.nn.utils.clip_grad_norm_(model.parameters(), clip), in one call")
             elif _close(after, _params(run(clip_how='inf')[1]), atol=1e-6):
-                msg = ("the gradient is clipped by its largest entry (norm_type=inf): clip the 2-norm of all gradients together, "
+                msg = ("the gradient is clipped by its largest entry (norm_type=inf): clip the "
+                       "2-norm of all gradients together, "
                        "clip_grad_norm_'s default")
             elif _close(after, _params(run(clip_how=None)[1]), atol=1e-6):
                 clipped = math.isclose(_grads(model).norm().item(), clip, rel_tol=1e-3)
-                msg = ("the gradient is clipped after optimizer.step(), which has already used the unclipped one: clip between loss.backward() and optimizer.step()"
-                       if clipped else "the gradient is not clipped: call torch.nn.utils.clip_grad_norm_(model.parameters(), clip) between loss.backward() and optimizer.step()")
+                msg = ("the gradient is clipped after optimizer.step(), which has already used "
+                       "the unclipped one: clip between loss.backward() and optimizer.step()"
+                       if clipped else "the gradient is not clipped: call "
+                                       "torch.nn.utils.clip_grad_norm_(model.parameters(), "
+                                       "clip) between loss.backward() and optimizer.step()")
             elif _close(after, _params(run(clip_how='value')[1]), atol=1e-6):
-                msg = "each gradient entry is clipped to [-clip, clip] (clip_grad_value_): clip the norm of all gradients together, torch.nn.utils.clip_grad_norm_(model.parameters(), clip)"
+                msg = (
+                    "each gradient entry is clipped to [-clip, clip] (clip_grad_value_): clip"
+                    " the norm of all gradients together,"
+                    " torch.nn.utils.clip_grad_norm_(model.parameters(), clip)"
+                )
             elif len(calls) == 1 and F.cosine_similarity(applied, expected, 0) > 1 - 1e-4:
-                raw = _grads(ref_model).norm().item()                    # below clip only where clipping did not bite
-                msg = ("the gradient is scaled to norm clip even when it is shorter: clip_grad_norm_ only shortens a gradient whose norm exceeds clip"
-                       if raw < clip and math.isclose(applied.norm().item(), clip, rel_tol=1e-3) else
-                       f"the gradient is clipped to norm {applied.norm().item():.4g}, not to clip = {clip}: pass clip as the max_norm of "
+                # below clip only where clipping did not bite
+                raw = _grads(ref_model).norm().item()
+                msg = ("the gradient is scaled to norm clip even when it is shorter: "
+                       "clip_grad_norm_ only shortens a gradient whose norm exceeds clip"
+                       if raw < clip and math.isclose(applied.norm().item(), clip, rel_tol=1e-3)
+                       else
+                       f"the gradient is clipped to norm {applied.norm().item():.4g}, not to "
+                       f"clip = {clip}: pass clip as the max_norm of "
                        "clip_grad_norm_")
-            else: msg = f"the weights after the step differ from the reference's (max error {_maxerr(after, ref_after):.3g})"
+            else:
+                msg = (
+                    "the weights after the step differ from the reference's (max error"
+                    f" {_maxerr(after, ref_after):.3g})"
+                )
             _fail(name, f"{msg} ({what})")
         n += 1
     _passed(name, n)
@@ -358,22 +527,27 @@ def check_train_step(fn: Callable) -> None:
 _LOOP_WARMUP = 3
 
 def _loop(loop, steps, pad_id, clip):
-    "Run `loop` on a fresh dropout-free model, SGD and warmup schedule, noting each batch, optimizer step (with its learning rate) and scheduler step: (what it returned, the notes, the model)."
+    """Run `loop` on a fresh dropout-free model, SGD and warmup schedule, noting each batch,
+    optimizer step (with its learning rate) and scheduler step: (what it returned, the notes,
+    the model)."""
     log, model = [], _tiny_model(0.0)
     opt = torch.optim.SGD(model.parameters(), lr=_LR)
-    opt.register_step_pre_hook(lambda opt, args, kwargs: log.append(('step', opt.param_groups[0]['lr'])))
+    opt.register_step_pre_hook(
+        lambda opt, args, kwargs: log.append(('step', opt.param_groups[0]['lr']))
+    )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_inverse_sqrt(_LOOP_WARMUP))
     def schedule_step(*args, **kwargs):
         log.append(('schedule',))
         return type(sched).step(sched, *args, **kwargs)
-    sched.step = schedule_step                                           # noted from here on, not the step LambdaLR takes when built
+    sched.step = schedule_step  # noted from here on, not the step LambdaLR takes when built
     seeds = iter(range(90, 10 ** 6))
     def next_batch():
         log.append(('batch',))
         return _copy_batch(next(seeds), pad_id)
     torch.random.default_generator.manual_seed(4)
     with warnings.catch_warnings():
-        warnings.simplefilter('ignore')                                  # LambdaLR warns when it is stepped before the optimizer
+        # LambdaLR warns when it is stepped before the optimizer
+        warnings.simplefilter('ignore')
         with torch.enable_grad(): out = loop(model, next_batch, steps, opt, sched, pad_id, clip)
     return out, log, model
 
@@ -386,77 +560,110 @@ def _reference_loop(model, next_batch, steps, optimizer, scheduler, pad_id, clip
 
 @_keeps_rng
 def check_train_loop(fn: Callable) -> None:
-    "Check `fn(model, next_batch, steps, optimizer, scheduler, pad_id, clip)`: `steps` training steps, each on a new `next_batch()`, the scheduler stepped once after each optimizer step; returns the list of the `steps` losses (floats). Run on a small `Transformer` with an SGD optimizer and a warmup schedule that note what is called in what order, against the reference loop by weight copy."
+    """Check `fn(model, next_batch, steps, optimizer, scheduler, pad_id, clip)`: `steps`
+    training steps, each on a new `next_batch()`, the scheduler stepped once after each
+    optimizer step; returns the list of the `steps` losses (floats). Run on a small
+    `Transformer` with an SGD optimizer and a warmup schedule that note what is called in
+    what order, against the reference loop by weight copy."""
     name, n = 'train_loop', 0
     steps, pad_id, clip = 5, 0, 0.5
-    what = f"steps={steps}, pad_id {pad_id}, clip {clip}, SGD with lr {_LR} and LambdaLR with a warmup of {_LOOP_WARMUP} steps"
+    what = (
+        f"steps={steps}, pad_id {pad_id}, clip {clip}, SGD with lr {_LR} and LambdaLR with a"
+        f" warmup of {_LOOP_WARMUP} steps"
+    )
     try: got, log, model = _loop(fn, steps, pad_id, clip)
     except AssertionError: raise
     except Exception as e:
         hint = (_RUN_FROM_TOP if isinstance(e, NameError) else
-                "; next_batch is a function: call it, next_batch(), for each step's batch" if "'function' object" in str(e) else "")
+                "; next_batch is a function: call it, next_batch(), for each step's batch"
+                if "'function' object" in str(e) else "")
         _fail(name, f"raised {type(e).__name__}: {e} ({what}){hint}")
     _stays(name, model, what)
     if isinstance(got, (int, float, torch.Tensor)) and not isinstance(got, bool):
-        _fail(name, f"returned one {type(got).__name__} ({what}): return the list of the losses of every step, {steps} floats")
+        _fail(name, f"returned one {type(got).__name__} ({what}): return the list of the "
+                    f"losses of every step, {steps} floats")
     if not isinstance(got, (list, tuple)):
-        _fail(name, f"returned {type(got).__name__} ({what}): return the list of the losses of every step, {steps} floats")
+        _fail(name, f"returned {type(got).__name__} ({what}): return the list of the losses of "
+                    f"every step, {steps} floats")
     if len(got) != steps:
         trained = sum(e[0] == 'step' for e in log)
-        _fail(name, f"returned {len(got)} losses for {what}, after {trained} steps: range(steps) runs exactly steps times, one loss each"
+        _fail(name, f"returned {len(got)} losses for {what}, after {trained} steps: "
+                    "range(steps) runs exactly steps times, one loss each"
               if trained == len(got)
               else f"returned {len(got)} losses for {what}: one per step, {steps}")
     if any(isinstance(x, torch.Tensor) for x in got):
-        _fail(name, f"returned a list of tensors ({what}): the losses are floats (train_step returns loss.item()), not tensors tied to their graphs")
+        _fail(name, f"returned a list of tensors ({what}): the losses are floats (train_step "
+                    "returns loss.item()), not tensors tied to their graphs")
     if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in got):
-        _fail(name, f"returned a list holding {sorted({type(x).__name__ for x in got})} ({what}): the losses are floats")
-    if not all(math.isfinite(x) for x in got): _fail(name, f"returned the losses {got} ({what}): each is finite")
+        _fail(name, f"returned a list holding {sorted({type(x).__name__ for x in got})} "
+                    f"({what}): the losses are floats")
+    if not all(math.isfinite(x) for x in got):
+        _fail(name, f"returned the losses {got} ({what}): each is finite")
     n += 1
     count = lambda kind: sum(e[0] == kind for e in log)
     batches, updates, schedules = count('batch'), count('step'), count('schedule')
     if batches != steps:
-        _fail(name, f"next_batch() was called once for {steps} steps ({what}): every step trains on the same batch; call next_batch() inside the loop, once per step"
-              if batches == 1 else f"next_batch() was called {batches} times for {steps} steps ({what}): once per step, for the batch that step trains on")
+        _fail(name, f"next_batch() was called once for {steps} steps ({what}): every "
+                    "step trains on the same batch; call next_batch() inside the "
+                    "loop, once per step"
+              if batches == 1 else f"next_batch() was called {batches} times for "
+                                   f"{steps} steps ({what}): once per step, for the "
+                                   "batch that step trains on")
     n += 1
     if updates != steps:
-        _fail(name, f"optimizer.step() ran {updates} times for {steps} steps ({what}): " +
-              ("train_step already steps the optimizer; the loop steps only the scheduler" if updates == 2 * steps else
-               "once per step, inside train_step"))
+        _fail(
+            name, f"optimizer.step() ran {updates} times for {steps} steps ({what}): " +
+            ("train_step already steps the optimizer; the loop steps only the scheduler"
+             if updates == 2 * steps else "once per step, inside train_step"))
     n += 1
     f = warmup_inverse_sqrt(_LOOP_WARMUP)
     lrs = [e[1] for e in log if e[0] == 'step']
     expected = [_LR * f(k) for k in range(steps)]
     rates = lambda xs: ', '.join(f'{x:.4g}' for x in xs)
     if schedules == 0:
-        _fail(name, f"scheduler.step() was never called ({what}): every update ran at the schedule's first rate {lrs[0]:.4g}; "
+        _fail(name, f"scheduler.step() was never called ({what}): every update ran at the "
+                    f"schedule's first rate {lrs[0]:.4g}; "
                     "call scheduler.step() once per step, after train_step")
     if schedules != steps:
-        _fail(name, f"scheduler.step() ran {schedules} times for {steps} steps ({what}): " +
-              ("the schedule runs at twice its speed; " if schedules == 2 * steps else "") + "call it once per step, after train_step")
+        _fail(
+            name, f"scheduler.step() ran {schedules} times for {steps} steps ({what}): " +
+            ("the schedule runs at twice its speed; " if schedules == 2 * steps else "")
+            + "call it once per step, after train_step")
     first_update = next(i for i, e in enumerate(log) if e[0] == 'step')
     first_schedule = next(i for i, e in enumerate(log) if e[0] == 'schedule')
     if first_schedule < first_update:
-        _fail(name, f"scheduler.step() is called before the optimizer's step ({what}): each update runs at the next step's rate "
-                    f"(got {rates(lrs)}, expected {rates(expected)}); step the scheduler after train_step")
+        _fail(name, f"scheduler.step() is called before the optimizer's step ({what}): each "
+                    "update runs at the next step's rate "
+                    f"(got {rates(lrs)}, expected {rates(expected)}); step the scheduler "
+                    "after train_step")
     if not all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(lrs, expected)):
-        _fail(name, f"the updates ran at the rates {rates(lrs)}, expected {rates(expected)} ({what})")
+        _fail(name, f"the updates ran at the rates {rates(lrs)}, expected "
+                    f"{rates(expected)} ({what})")
     n += 1
     ref, _, ref_model = _loop(_reference_loop, steps, pad_id, clip)
     same_losses = all(math.isclose(g, r, rel_tol=1e-4, abs_tol=1e-6) for g, r in zip(got, ref))
     if not same_losses and _close(_params(model), _params(ref_model), atol=1e-6):
-        _fail(name, f"the weights end as the reference loop's, but the returned losses {rates(got)} are not the {rates(ref)} each train_step "
-                    f"returned ({what}): record the loss train_step returns, the loss of the batch it trained on before its update")
+        _fail(name, "the weights end as the reference loop's, but the returned losses "
+                    f"{rates(got)} are not the {rates(ref)} each train_step "
+                    f"returned ({what}): record the loss train_step returns, the loss of the "
+                    "batch it trained on before its update")
     if not same_losses or not _close(_params(model), _params(ref_model), atol=1e-6):
-        _fail(name, f"one batch, one optimizer step and one scheduler step per step, in that order, but the losses {rates(got)} differ from the "
-                    f"reference's {rates(ref)} ({what}): does your train_step pass check_train_step, and does the loop pass it pad_id and clip?")
+        _fail(name, "one batch, one optimizer step and one scheduler step per step, in that "
+                    f"order, but the losses {rates(got)} differ from the "
+                    f"reference's {rates(ref)} ({what}): does your train_step pass "
+                    "check_train_step, and does the loop pass it pad_id and clip?")
     n += 1
-    other = _V - 1                                                       # another pad id: the loop must hand on the one it is given
+    other = _V - 1  # another pad id: the loop must hand on the one it is given
     got, _, model = _loop(fn, steps, other, clip)
     ref, _, ref_model = _loop(_reference_loop, steps, other, clip)
     if not _close(_params(model), _params(ref_model), atol=1e-6):
-        zero = _loop(lambda m, nb, s, o, sc, p, c: _reference_loop(m, nb, s, o, sc, 0, c), steps, other, clip)[2]
-        why = ("the loop passes pad id 0 to train_step, not its pad_id argument" if _close(_params(model), _params(zero), atol=1e-6)
-               else "the weights differ from the reference loop's")
+        zero = _loop(lambda m, nb, s, o, sc, p, c: _reference_loop(m, nb, s, o, sc, 0, c),
+                     steps, other, clip)[2]
+        why = (
+            "the loop passes pad id 0 to train_step, not its pad_id argument"
+            if _close(_params(model), _params(zero), atol=1e-6)
+            else "the weights differ from the reference loop's"
+        )
         _fail(name, f"{why} (steps={steps}, pad_id {other}, clip {clip})")
     n += 1
     _passed(name, n)

@@ -15,23 +15,33 @@ from ..utils import atomic_write
 from .references import reference_fingerprints
 from .running import grade_submission, _run_seed, _Verdict
 from .sandbox import isolation, Limits, _reaping
-from .submissions import course_exercises, Exercise, find_submissions, identify, _files
+from .submissions import course_exercises, Exercise
+from .submissions import find_submissions, identify, _files
 
 # %% ../../nbs/15h_grading_class.ipynb #96674390
 def feedback_markdown(student: str, rows: List[dict]) -> str:
-    "One student's feedback as Markdown: the points per exercise, then every check's verdict and what the grader noticed."
+    """One student's feedback as Markdown: the points per exercise, then every check's verdict
+    and what the grader noticed."""
     total, most = sum(r["points"] for r in rows), sum(r["max_points"] for r in rows)
-    lines = [f"# Feedback for {student}", "", f"**{total:g} / {most:g} points**", "", "| exercise | points | status |", "|---|---|---|"]
-    lines += [f"| {r['exercise'] or r['notebook']} | {r['points']:g} / {r['max_points']:g} | {r['status']} |" for r in rows]
+    lines = [f"# Feedback for {student}", "", f"**{total:g} / {most:g} points**", "",
+             "| exercise | points | status |", "|---|---|---|"]
+    lines += [f"| {r['exercise'] or r['notebook']} | {r['points']:g} / {r['max_points']:g} "
+              f"| {r['status']} |" for r in rows]
     for r in rows:
         lines += ["", f"## {r['exercise'] or r['notebook']}", ""]
-        lines += [f"- ✗ `{name}`: {' '.join(err.split())}" if err else f"- ✓ `{name}`" for name, err in r["checks"]]
+        lines += [
+            f"- ✗ `{name}`: {' '.join(err.split())}" if err else f"- ✓ `{name}`"
+            for name, err in r["checks"]
+        ]
         if r["notes"]: lines += ["", f"*Notes:* {r['notes']}."]
-        if r["integrity"]: lines += ["", f"*Integrity:* {r['integrity']}. Your teacher will look at this with you."]
+        if r["integrity"]:
+            lines += ["", f"*Integrity:* {r['integrity']}. Your teacher will look "
+                          "at this with you."]
     return "\n".join(lines) + "\n"
 
 def _write(out, feedback, rows, problems):
-    "Write the grades CSV and one feedback Markdown file per student; a feedback file that cannot be written is a problem line."
+    """Write the grades CSV and one feedback Markdown file per student; a feedback file that
+    cannot be written is a problem line."""
     text = io.StringIO()
     w = csv.DictWriter(text, COLUMNS, extrasaction="ignore", lineterminator="\n")
     w.writeheader(); w.writerows(rows)
@@ -39,16 +49,21 @@ def _write(out, feedback, rows, problems):
     for student in dict.fromkeys(r["student"] for r in rows):
         try:
             with atomic_write(feedback / f"{student}.md", encoding="utf-8") as f:
-                f.write(feedback_markdown(student, [r for r in rows if r["student"] == student]))
-        except OSError as e: problems.append(f"the feedback of {student!r} could not be written ({e})")
+                f.write(
+                    feedback_markdown(student, [r for r in rows if r["student"] == student])
+                )
+        except OSError as e:
+            problems.append(f"the feedback of {student!r} could not be written ({e})")
 
 # %% ../../nbs/15h_grading_class.ipynb #4b30140c
-COLUMNS = ["student", "exercise", "points", "max_points", "status", "passed", "first_failure", "integrity", "notes", "notebook"]
+COLUMNS = ["student", "exercise", "points", "max_points", "status", "passed", "first_failure",
+           "integrity", "notes", "notebook"]
 _GRADER = 4  # changes when grading changes, so that the cache of an older grader is not reused
 
 @dataclass
 class Grades:
-    "What `grade_folder` did: one row per student and notebook, a line per problem met, how many results came from the cache, and how the kernels were kept apart."
+    """What `grade_folder` did: one row per student and notebook, a line per problem met, how
+    many results came from the cache, and how the kernels were kept apart."""
     rows: List[dict]
     problems: List[str]
     reused: int = 0
@@ -60,100 +75,154 @@ def _inside(a, b):
     return a == b or b in a.parents
 
 def _outputs(folder, out):
-    "The feedback folder beside the CSV `out`; a ValueError when what is written would land in the submissions or they in it."
+    """The feedback folder beside the CSV `out`; a ValueError when what is written would land in
+    the submissions or they in it."""
     feedback = out.parent / f"{out.stem}_feedback"
     for path, what in ((out, "the grades CSV"), (feedback, "the feedback folder")):
         if _inside(path, folder) or _inside(folder, path):
-            raise ValueError(f"{what} {path} and the submissions folder {folder} overlap: the next run would grade its own "
-                             f"output; write the grades outside it, e.g. --out {Path(folder).resolve().parent / out.name}")
-    if out.is_dir(): raise IsADirectoryError(f"--out {out} is a folder; give the CSV file to write, e.g. {out / 'grades.csv'}")
+            raise ValueError(f"{what} {path} and the submissions folder {folder} overlap: the "
+                             "next run would grade its own "
+                             "output; write the grades outside it, e.g. --out "
+                             f"{Path(folder).resolve().parent / out.name}")
+    if out.is_dir():
+        raise IsADirectoryError(f"--out {out} is a folder; give the CSV file to write, e.g. "
+                                f"{out / 'grades.csv'}")
     return feedback
 
 def _key(data: bytes, ex: Exercise, limits, student: str) -> str:
-    "The cache key of a submission: its student, its bytes, its exercise's checks, the limits, the grader's and the package's versions; two students who hand in the same bytes are graded each on their own."
+    """The cache key of a submission: its student, its bytes, its exercise's checks, the limits,
+    the grader's and the package's versions; two students who hand in the same bytes are graded
+    each on their own."""
     h = hashlib.sha256(data)
-    h.update(json.dumps([student, ex.checks, vars(limits), _GRADER, transformer_tutorial.__version__], sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            [student, ex.checks,
+             vars(limits), _GRADER, transformer_tutorial.__version__], sort_keys=True).encode())
     return h.hexdigest()
 
 class _Snapshot:
-    "Every file of the submissions folder as grading began: what a submission changes there is found and put back."
+    """Every file of the submissions folder as grading began: what a submission changes there is
+    found and put back."""
     def __init__(self, folder):
         self.folder = Path(folder)
         self.files = {p: p.read_bytes() for p in _files(self.folder) if not p.is_symlink()}
         self.stats = self._stats()
-        self.there = set(self.stats)   # what was there as grading began, links included: never removed
+        # what was there as grading began, links included: never removed
+        self.there = set(self.stats)
     def _stats(self):
-        paths = [q for here, dirs, files in os.walk(self.folder) for q in [Path(here, n) for n in [*dirs, *files]]]
+        paths = [
+            q for here, dirs, files in os.walk(self.folder)
+            for q in [Path(here, n) for n in [*dirs, *files]]
+        ]
         return {p: (s.st_size, s.st_mtime_ns, s.st_ino) for p in paths for s in [p.lstat()]}
     def moved(self) -> bool:
-        "True when a file or folder was added, removed or written since the last look (by its size, time and inode)."
+        """True when a file or folder was added, removed or written since the last look (by its
+        size, time and inode)."""
         now = self._stats()
         moved, self.stats = now != self.stats, now
         return moved
     def restore(self) -> List[str]:
-        "Put every file back as it was and remove the notebooks added; what had changed, one line each."
+        """Put every file back as it was and remove the notebooks added; what had changed, one
+        line each."""
         import shutil
         changed = []
-        for path in sorted(set(self._stats()) - self.there):  # a notebook added would be graded next time: it goes
+        for path in sorted(set(self._stats()) - self.there):
+            # a notebook added would be graded next time: it goes
             if path.suffix == ".ipynb" and (path.is_file() or path.is_symlink()):
                 path.unlink()
                 changed.append(f"{path.relative_to(self.folder)} (added: removed)")
-            elif not path.is_dir(): changed.append(f"{path.relative_to(self.folder)} (added: left there)")
+            elif not path.is_dir():
+                changed.append(f"{path.relative_to(self.folder)} (added: left there)")
         for path, data in self.files.items():
             try: same = not path.is_symlink() and path.read_bytes() == data
             except OSError: same = False
             if same: continue
             changed.append(f"{path.relative_to(self.folder)} (changed: put back)")
-            if path.is_symlink() or path.is_dir(): shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+            if path.is_symlink() or path.is_dir():
+                shutil.rmtree(
+                    path) if path.is_dir() and not path.is_symlink() else path.unlink()
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_write(path, "wb") as f: f.write(data)
         self.stats = self._stats()
         return sorted(changed)
 
 # %% ../../nbs/15h_grading_class.ipynb #c96c1c8e
-_MESSAGE_LIMIT = 2000  # characters of one stored message (a check's verdict, notes, integrity): far below csv's field limit (131072)
+# characters of one stored message (a check's verdict, notes, integrity): far below csv's field
+# limit (131072)
+_MESSAGE_LIMIT = 2000
 
 def _capped(text: str) -> str:
     "`text` cut to `_MESSAGE_LIMIT` characters, saying how much was cut."
-    return text if len(text) <= _MESSAGE_LIMIT else f"{text[:_MESSAGE_LIMIT]}… ({len(text) - _MESSAGE_LIMIT} more characters cut)"
+    return (
+        text
+        if len(text) <= _MESSAGE_LIMIT
+        else f"{text[:_MESSAGE_LIMIT]}… ({len(text) - _MESSAGE_LIMIT} more characters cut)"
+    )
 
 def _bounded(row: dict) -> dict:
-    "`row` with every message capped (`_capped`): a student's exception of 20 MB leaves the grades readable."
-    return {k: _capped(v) if isinstance(v, str) else [[n, _capped(e) if e else e] for n, e in v] if k == "checks" else v for k, v in row.items()}
+    """`row` with every message capped (`_capped`): a student's exception of 20 MB leaves the
+    grades readable."""
+    return {
+        k: _capped(v) if isinstance(v, str) else [[n, _capped(e) if e else e]
+                                                  for n, e in v] if k == "checks" else v
+        for k, v in row.items()
+    }
 
 def _row(ex_name, max_points, status, notes, checks=()):
     "A row for a notebook that was not run: 0 points, with what went wrong in its notes."
-    return {"exercise": ex_name, "points": 0.0, "max_points": max_points, "status": status, "passed": "", "first_failure": "",
-            "integrity": "", "notes": notes, "checks": list(checks)}
+    return {
+        "exercise": ex_name, "points": 0.0, "max_points": max_points, "status": status,
+        "passed": "", "first_failure": "", "integrity": "", "notes": notes,
+        "checks": list(checks)
+    }
 
 def _graded(nb, ex, limits, references, verdict, sandbox, hidden):
-    "`grade_submission`, or a crashed row when the grader itself could not run the notebook (a kernel that does not start)."
+    """`grade_submission`, or a crashed row when the grader itself could not run the notebook (a
+    kernel that does not start)."""
     try: return grade_submission(nb, ex, limits, references, verdict, sandbox, hidden=hidden)
     except Exception as e:
-        return dict(_row(ex.name, sum(p for _, p in ex.checks.values()), "crashed", f"the grader could not run it: {type(e).__name__}: {e}"),
+        return dict(_row(ex.name, sum(p for _, p in ex.checks.values()), "crashed",
+                         f"the grader could not run it: {type(e).__name__}: {e}"),
                     retry=True)
 
 def _submissions(found, folder, exercises, limits, problems):
-    "(student, notebook) -> the notebook, its exercise and cache key, or the row of one that cannot be graded (unreadable, no exercise, a second one); problems appended."
+    """(student, notebook) -> the notebook, its exercise and cache key, or the row of one that
+    cannot be graded (unreadable, no exercise, a second one); problems appended."""
     import nbformat
     todo, graded = {}, {}
-    for student, path in sorted(found, key=lambda sp: (sp[0], sp[1].stem not in exercises, sp[1].name)):  # a notebook named as its exercise first
+    for student, path in sorted(
+        found, key=lambda sp: (sp[0], sp[1].stem not in exercises, sp[1].name)
+    ):
+        # a notebook named as its exercise first
         rel = path.relative_to(folder).as_posix()
-        if path.is_symlink():   # never followed, never removed: the teacher sees where it points
+        if path.is_symlink():  # never followed, never removed: the teacher sees where it points
             name = path.stem if path.stem in exercises else ""
-            line = f"a symbolic link (to {os.readlink(path)}), not a notebook handed in: not run, 0 points; the link is left as it is"
+            line = (
+                f"a symbolic link (to {os.readlink(path)}), not a notebook handed in: not run,"
+                " 0 points; the link is left as it is"
+            )
             problems.append(f"{rel}: {line}")
-            todo[student, rel] = {"row": _row(name, sum(p for _, p in exercises[name].checks.values()) if name else 0.0, "refused", line)}
+            todo[student, rel] = {
+                "row": _row(name,
+                            sum(p for _, p in exercises[name].checks.values()) if name else 0.0,
+                            "refused", line)
+            }
             continue
         try:
             data = path.read_bytes()
             nb = nbformat.reads(data.decode("utf-8"), as_version=4)
         except Exception as e:
-            line = f"not a readable notebook ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})"
+            line = (
+                f"not a readable notebook ({type(e).__name__}:"
+                f" {str(e).splitlines()[0][:200] if str(e) else ''})"
+            )
             problems.append(f"{rel}: {line}, skipped")
             name = path.stem if path.stem in exercises else ""
-            todo[student, rel] = {"row": _row(name, sum(p for _, p in exercises[name].checks.values()) if name else 0.0, "unreadable",
-                                              f"{line}: nothing ran, 0 points")}
+            todo[student, rel] = {
+                "row": _row(name,
+                            sum(p for _, p in exercises[name].checks.values()) if name else 0.0,
+                            "unreadable", f"{line}: nothing ran, 0 points")
+            }
             continue
         name, line = identify(nb, path, exercises)
         if line and (student, name) not in graded: problems.append(f"{rel}: {line}")
@@ -161,17 +230,28 @@ def _submissions(found, folder, exercises, limits, problems):
             todo[student, rel] = {"row": _row("", 0.0, "not graded", line)}
         elif (student, name) in graded:
             first = graded[student, name]
-            problems.append(f"{rel}: a second notebook of {name} for {student} ({first} is graded), skipped")
-            todo[student, rel] = {"row": _row(name, 0.0, "not graded", f"a second notebook of {name}: {first} is the one graded")}
+            problems.append(f"{rel}: a second notebook of {name} for {student} ({first} is "
+                            "graded), skipped")
+            todo[student, rel] = {"row": _row(name, 0.0, "not graded",
+                                              f"a second notebook of {name}: {first} "
+                                              "is the one graded")}
         else:
             graded[student, name] = rel
-            if not any(c.cell_type == "code" for c in nb.cells): line = f"{line}; it has no code cells" if line else "it has no code cells"
-            todo[student, rel] = {"nb": nb, "exercise": name, "key": _key(data, exercises[name], limits, student), "line": line}
+            if not any(c.cell_type == "code" for c in nb.cells):
+                line = f"{line}; it has no code cells" if line else "it has no code cells"
+            todo[student, rel] = {
+                "nb": nb, "exercise": name, "key": _key(data, exercises[name], limits, student),
+                "line": line
+            }
     return todo
 
-def grade_folder(folder: Union[str, Path], out: Union[str, Path] = "grades.csv", limits: Optional[Limits] = None, jobs: Optional[int] = None,
-                 source: Optional[Union[str, Path]] = None, sandbox: bool = True, progress: bool = True) -> Grades:
-    "Grade every submission under `folder` in parallel, each in its own confined kernel, its checks judged by a verdict process of the grader's; write the CSV `out`, a feedback file per student beside it, and a cache so that a second run skips unchanged notebooks."
+def grade_folder(folder: Union[str, Path], out: Union[str, Path] = "grades.csv",
+                 limits: Optional[Limits] = None, jobs: Optional[int] = None,
+                 source: Optional[Union[str, Path]] = None, sandbox: bool = True,
+                 progress: bool = True) -> Grades:
+    """Grade every submission under `folder` in parallel, each in its own confined kernel, its
+    checks judged by a verdict process of the grader's; write the CSV `out`, a feedback file per
+    student beside it, and a cache so that a second run skips unchanged notebooks."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
     from queue import Queue
     from tqdm.auto import tqdm
@@ -183,45 +263,70 @@ def grade_folder(folder: Union[str, Path], out: Union[str, Path] = "grades.csv",
     snapshot = _Snapshot(top)  # before any submission runs
     todo = _submissions(found, folder, exercises, limits, problems)
     cache_path = out.with_name(f".{out.name}.cache.json")
-    hidden = [folder, out, cache_path, feedback]   # no kernel reads the class's notebooks or its grades, of this run or an earlier one
+    # no kernel reads the class's notebooks or its grades, of this run or an earlier one
+    hidden = [folder, out, cache_path, feedback]
     cache = json.loads(cache_path.read_text(encoding="utf-8")) if cache_path.is_file() else {}
     new = {k: job for k, job in todo.items() if "nb" in job and job["key"] not in cache}
-    references = {name: reference_fingerprints(exercises[name]) for name in {j["exercise"] for j in new.values()}}
+    references = {
+        name: reference_fingerprints(exercises[name])
+        for name in {j["exercise"] for j in new.values()}
+    }
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(new)))
     verdicts, running, lock, suspects = Queue(), set(), threading.Lock(), {}
-    seed = _run_seed()   # one for the run: every notebook meets the same inputs, and the next run other ones
+    # one for the run: every notebook meets the same inputs, and the next run other ones
+    seed = _run_seed()
     def grade(key, job):
         verdict = verdicts.get()
         with lock: running.add(key)
-        try: return _graded(job["nb"], exercises[job["exercise"]], limits, references[job["exercise"]], verdict, sandbox, hidden)
+        try:
+            return _graded(job["nb"], exercises[job["exercise"]], limits,
+                           references[job["exercise"]], verdict, sandbox, hidden)
         finally:
             verdicts.put(verdict)
             with lock:
-                if snapshot.moved():  # the class's files changed while these ran: each of them is a suspect
+                if snapshot.moved():
+                    # the class's files changed while these ran: each of them is a suspect
                     for k in running: suspects[k] = sorted(running - {k})
                 running.discard(key)
-    reaping = _reaping()   # from now until the verdict processes are closed: what a kernel leaves behind is ended
+    # from now until the verdict processes are closed: what a kernel leaves behind is ended
+    reaping = _reaping()
     reaping.__enter__()
     try:
-        for _ in range(jobs if new else 0): verdicts.put(_Verdict(limits.address_space(), seed))  # each imports the checks now, before any submission's code runs
+        # each imports the checks now, before any submission's code runs
+        for _ in range(jobs if new else 0): verdicts.put(_Verdict(limits.address_space(), seed))
         with ThreadPoolExecutor(jobs) as pool:
             futures = {pool.submit(grade, k, j): j for k, j in new.items()}
-            for f in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="notebook", disable=not progress or not futures):
+            for f in tqdm(as_completed(futures), total=len(futures), desc="grading",
+                          unit="notebook", disable=not progress or not futures):
                 cache[futures[f]["key"]] = _bounded(f.result())
     finally:
         while not verdicts.empty(): verdicts.get().close()
         reaping.__exit__(None, None, None)
     changed = snapshot.restore()
-    if changed: problems.append(f"files of the submissions folder changed while grading; put back as they were: {', '.join(changed)}")
+    if changed:
+        problems.append("files of the submissions folder changed while grading; put back as "
+                        f"they were: {', '.join(changed)}")
     rows = []
     for (student, rel), job in sorted(todo.items()):
         row = dict(cache[job["key"]]) if "nb" in job else job["row"]
         if job.get("line"): row["notes"] = "; ".join(filter(None, [job["line"], row["notes"]]))
         if (student, rel) in suspects:
-            beside = f" (beside {', '.join(f'{s}/{n}' for s, n in suspects[student, rel])})" if suspects[student, rel] else ""
-            row["integrity"] = "; ".join(filter(None, [row["integrity"], f"files of the class changed while it ran{beside}: put back"]))
+            beside = (
+                f" (beside {', '.join(f'{s}/{n}' for s, n in suspects[student, rel])})"
+                if suspects[student, rel]
+                else ""
+            )
+            row["integrity"] = "; ".join(filter(None, [row["integrity"],
+                                                       "files of the class changed while it "
+                                                       f"ran{beside}: put back"]))
         rows.append(_bounded({"student": student, "notebook": rel, **row}))
     _write(out, feedback, rows, problems)
-    with atomic_write(cache_path, encoding="utf-8") as f:  # only what this folder holds now, less what the grader failed to run
-        json.dump({j["key"]: cache[j["key"]] for j in todo.values() if "nb" in j and not cache[j["key"]].get("retry")}, f)
-    return Grades(rows, problems, reused=sum("nb" in j for j in todo.values()) - len(new), isolation=isolation(sandbox))
+    with atomic_write(cache_path, encoding="utf-8") as f:
+        # only what this folder holds now, less what the grader failed to run
+        json.dump(
+            {
+                j["key"]: cache[j["key"]]
+                for j in todo.values() if "nb" in j and not cache[j["key"]].get("retry")
+            }, f)
+    return Grades(rows, problems, reused=sum("nb" in j for j in todo.values()) - len(new),
+                  isolation=isolation(sandbox))

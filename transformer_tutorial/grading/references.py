@@ -17,7 +17,8 @@ from .wire import _code_print
 
 # %% ../../nbs/15b_grading_copies.ipynb #ecd54aee
 def _python_line(line):
-    "A line of a cell as Python: a magic's code stays (`%time f(x)` -> `f(x)`), other magics and shell lines become blank."
+    """A line of a cell as Python: a magic's code stays (`%time f(x)` -> `f(x)`), other magics
+    and shell lines become blank."""
     stripped = line.lstrip()
     if stripped.startswith("!"): return ""
     if not stripped.startswith("%"): return line
@@ -27,7 +28,8 @@ def _python_line(line):
     return line[: len(line) - len(stripped)] + rest
 
 def _code(source):
-    "The cell's code as an `ast` tree, magics read by `_python_line`; None when it is not Python."
+    """The cell's code as an `ast` tree, magics read by `_python_line`; None when it is not
+    Python."""
     try: return ast.parse("\n".join(map(_python_line, source.splitlines())))
     except SyntaxError: return None
 
@@ -38,124 +40,183 @@ def _dotted(node):
     return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
 
 def _path(node, bound):
-    "The dotted name `node` stands for through the imports (`F.softmax` -> `torch.nn.functional.softmax`), or ''."
+    """The dotted name `node` stands for through the imports (`F.softmax` ->
+    `torch.nn.functional.softmax`), or ''."""
     chain = _dotted(node)
     if chain is None: return ""
     root, dot, rest = chain.partition(".")
     return bound.get(root, root) + dot + rest
 
-_BUILTIN_REACH = {"exec", "eval", "compile", "__import__", "open", "getattr", "setattr", "delattr", "globals", "vars", "locals", "exit", "quit"}
+_BUILTIN_REACH = {
+    "exec", "eval", "compile", "__import__", "open", "getattr", "setattr", "delattr", "globals",
+    "vars", "locals", "exit", "quit"
+}
 
 def _by_key(value, bound):
-    "The module a `sys.modules[NAME]`, `sys.modules.get(NAME)` or `importlib.import_module(NAME)` with a constant NAME fetches, else None."
+    """The module a `sys.modules[NAME]`, `sys.modules.get(NAME)` or
+    `importlib.import_module(NAME)` with a constant NAME fetches, else None."""
     key = None
-    if isinstance(value, ast.Subscript) and _path(value.value, bound) == "sys.modules": key = value.slice
-    elif isinstance(value, ast.Call) and _path(value.func, bound) in ("sys.modules.get", "importlib.import_module") and value.args: key = value.args[0]
+    if isinstance(value, ast.Subscript) and _path(value.value, bound) == "sys.modules":
+        key = value.slice
+    elif isinstance(value, ast.Call) and _path(
+            value.func, bound) in ("sys.modules.get", "importlib.import_module") and value.args:
+        key = value.args[0]
     return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
 
 def _aliases(trees, bound):
-    "`bound` with each name assigned what a bound name holds (`m = C`, `R = tt.masks`, `c = compile`) or a module fetched by name (`m = sys.modules['x']`), so that an alias leads where its value does."
+    """`bound` with each name assigned what a bound name holds (`m = C`, `R = tt.masks`, `c =
+    compile`) or a module fetched by name (`m = sys.modules['x']`), so that an alias leads where
+    its value does."""
     for _ in range(3):  # an alias of an alias
         for node in (n for t in trees for n in ast.walk(t)):
             if not isinstance(node, (ast.Assign, ast.NamedExpr)): continue
             value, chain = node.value, _dotted(node.value)
             path = (_path(value, bound) if chain and chain.split(".")[0] in bound else
-                    chain if isinstance(value, ast.Name) and value.id in _BUILTIN_REACH else _by_key(value, bound))
+                    chain if isinstance(value, ast.Name) and value.id in _BUILTIN_REACH else
+                    _by_key(value, bound))
             for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                 if path and isinstance(t, ast.Name) and t.id != path: bound[t.id] = path
     return bound
 
 def reference_uses(sources: List[str], names: List[str]) -> List[str]:
-    "What `sources` take from the package under one of `names`: an import of it, or an attribute such as `transformer_tutorial.attention.NAME`."
-    trees, found, bound = [t for t in map(_code, sources) if t], [], {}  # bound: a name in the code -> the package path it holds
+    """What `sources` take from the package under one of `names`: an import of it, or an
+    attribute such as `transformer_tutorial.attention.NAME`."""
+    # bound: a name in the code -> the package path it holds
+    trees, found, bound = [t for t in map(_code, sources) if t], [], {}
     for node in (n for t in trees for n in ast.walk(t)):
         if isinstance(node, ast.Import):
             for a in node.names:
-                if a.name.split(".")[0] == PACKAGE: bound[a.asname or PACKAGE] = a.name if a.asname else PACKAGE
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == PACKAGE:
+                if a.name.split(".")[0] == PACKAGE:
+                    bound[a.asname or PACKAGE] = a.name if a.asname else PACKAGE
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] == PACKAGE
+        ):
             for a in node.names:
-                if a.name in names or a.name == "*": found.append(f"imports {a.name} from {node.module}")
+                if a.name in names or a.name == "*":
+                    found.append(f"imports {a.name} from {node.module}")
                 else: bound[a.asname or a.name] = f"{node.module}.{a.name}"
-    bound = {k: v for k, v in _aliases(trees, bound).items() if v.split(".")[0] == PACKAGE}   # `R = M` leads where M does
+    # `R = M` leads where M does
+    bound = {k: v for k, v in _aliases(trees, bound).items() if v.split(".")[0] == PACKAGE}
     for node in (n for t in trees for n in ast.walk(t)):
-        chain = _dotted(node) if isinstance(node, ast.Attribute) and node.attr in names else None
+        chain = (
+            _dotted(node) if isinstance(node, ast.Attribute) and node.attr in names else None
+        )
         root = chain and chain.split(".")[0]
         if root in bound: found.append(f"uses {bound[root]}{chain[len(root):]}")
     return list(dict.fromkeys(found))
 
 # %% ../../nbs/15b_grading_copies.ipynb #d07ed8f5
-MIN_STATEMENTS = 3  # a shorter function is written the same way by many students on their own: never called a copy
+# a shorter function is written the same way by many students on their own: never called a copy
+MIN_STATEMENTS = 3
 
 _FLIPPED = {ast.Gt: ast.Lt, ast.GtE: ast.LtE}
 
 def _sort_key(node, args, local):
-    "The code of `node` as a copier cannot change it: an argument by its position, another local name as `_`, strings erased; other names (torch, helpers) kept."
+    """The code of `node` as a copier cannot change it: an argument by its position, another
+    local name as `_`, strings erased; other names (torch, helpers) kept."""
     node = copy.deepcopy(node)
     for n in ast.walk(node):
-        if isinstance(n, ast.Name) and n.id in local: n.id = f"_{args.index(n.id)}" if n.id in args else "_"
+        if isinstance(n, ast.Name) and n.id in local:
+            n.id = f"_{args.index(n.id)}" if n.id in args else "_"
         elif isinstance(n, ast.arg): n.arg, n.annotation = "_", None
         elif isinstance(n, ast.Constant) and isinstance(n.value, str): n.value = ""
     return ast.dump(node, annotate_fields=False)
 
 class _Canon(ast.NodeTransformer):
-    "Write each comparison one way: `a > b` as `b < a`, and the two sides of `==`, `!=`, `is`, `is not` in the order of their keys."
+    """Write each comparison one way: `a > b` as `b < a`, and the two sides of `==`, `!=`, `is`,
+    `is not` in the order of their keys."""
     def __init__(self, key): self.key = key
     def visit_Compare(self, node):
         self.generic_visit(node)
         if len(node.ops) != 1: return node
         op, left, right = node.ops[0], node.left, node.comparators[0]
         if type(op) in _FLIPPED: return ast.Compare(right, [_FLIPPED[type(op)]()], [left])
-        if isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)) and self.key(left) > self.key(right): return ast.Compare(right, [op], [left])
+        if isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)) and self.key(left) > self.key(
+            right
+        ):
+            return ast.Compare(right, [op], [left])
         return node
 
-_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "sort", "reverse", "add", "discard"}
+_MUTATORS = {
+    "append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "sort",
+    "reverse", "add", "discard"
+}
 
 def _uses(stmt, local):
-    "The local names `stmt` reads and those it writes; an in-place method (`x.add_(1)`, `xs.append(y)`) writes the name it is called on."
+    """The local names `stmt` reads and those it writes; an in-place method (`x.add_(1)`,
+    `xs.append(y)`) writes the name it is called on."""
     reads, writes = set(), set()
     for n in ast.walk(stmt):
-        if isinstance(n, ast.Name): (writes if isinstance(n.ctx, (ast.Store, ast.Del)) else reads).add(n.id)
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
-                and (n.func.attr.endswith("_") and not n.func.attr.startswith("_") or n.func.attr in _MUTATORS):
+        if isinstance(n, ast.Name):
+            (writes if isinstance(n.ctx, (ast.Store, ast.Del)) else reads).add(n.id)
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and (
+                n.func.attr.endswith("_")
+                and not n.func.attr.startswith("_")
+                or n.func.attr in _MUTATORS
+            )
+        ):
             writes.add(n.func.value.id)
     return reads & local, writes & local
 
 def _ordered(body, key, local):
-    "`body` with its statements in a canonical order: of those whose order the names leave free, the one with the smallest key first; a return stays where it is."
+    """`body` with its statements in a canonical order: of those whose order the names leave
+    free, the one with the smallest key first; a return stays where it is."""
     body = [_order_blocks(s, key, local) for s in body]
     uses = [_uses(s, local) for s in body]
-    after = {j: {i for i in range(j) if uses[i][1] & (uses[j][0] | uses[j][1]) or uses[i][0] & uses[j][1]
-                 or any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for s in (body[i], body[j]) for n in ast.walk(s))}
-             for j in range(len(body))}  # j -> the statements that must come before it
+    after = {
+        j: {
+            i
+            for i in range(j)
+            if uses[i][1] & (uses[j][0] | uses[j][1]) or uses[i][0] & uses[j][1] or any(
+                isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom))
+                for s in (body[i], body[j]) for n in ast.walk(s))
+        }
+        for j in range(len(body))
+    }  # j -> the statements that must come before it
     order = []
     while len(order) < len(body):
-        j = min((k for k in range(len(body)) if k not in order and after[k] <= set(order)), key=lambda k: (key(body[k]), k))
+        j = min((k for k in range(len(body)) if k not in order and after[k] <= set(order)),
+                key=lambda k: (key(body[k]), k))
         order.append(j)
     return [body[j] for j in order]
 
 def _order_blocks(stmt, key, local):
-    "`stmt` with the statements of each block inside it (if, for, while, with, try) in canonical order; a nested function is left as it is."
+    """`stmt` with the statements of each block inside it (if, for, while, with, try) in
+    canonical order; a nested function is left as it is."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): return stmt
     for field in ("body", "orelse", "finalbody"):
         block = getattr(stmt, field, None)
-        if isinstance(block, list) and block and isinstance(block[0], ast.stmt): setattr(stmt, field, _ordered(block, key, local))
-    for handler in getattr(stmt, "handlers", []): handler.body = _ordered(handler.body, key, local)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            setattr(stmt, field, _ordered(block, key, local))
+    for handler in getattr(stmt, "handlers", []):
+        handler.body = _ordered(handler.body, key, local)
     return stmt
 
 class _Erase(ast.NodeTransformer):
-    "Rename a function's arguments and the names it assigns to _0, _1, ... in order of appearance; drop annotations and the text of strings."
+    """Rename a function's arguments and the names it assigns to _0, _1, ... in order of
+    appearance; drop annotations and the text of strings."""
     def __init__(self): self.names = {}
     def _new(self, name): return self.names.setdefault(name, f"_{len(self.names)}")
     def visit_arg(self, node):
         node.arg, node.annotation = self._new(node.arg), None
         return node
     def visit_Name(self, node):
-        if isinstance(node.ctx, ast.Store) or node.id in self.names: node.id = self._new(node.id)
+        if isinstance(node.ctx, ast.Store) or node.id in self.names:
+            node.id = self._new(node.id)
         return node
     def visit_Constant(self, node):
-        if isinstance(node.value, str): node.value = ""  # messages are prose: a copier rewords them for free
+        # messages are prose: a copier rewords them for free
+        if isinstance(node.value, str): node.value = ""
         return node
-    def _comprehension(self, node):  # its loop variables first: in `[p for p in pairs]` the `p` read comes before the `p` bound
+    def _comprehension(self, node):
+        # its loop variables first: in `[p for p in pairs]` the `p` read comes before the `p`
+        # bound
         node.generators = [self.visit(g) for g in node.generators]
         for field in ("elt", "key", "value"):
             if hasattr(node, field): setattr(node, field, self.visit(getattr(node, field)))
@@ -165,40 +226,64 @@ class _Erase(ast.NodeTransformer):
 def _body(fn):
     "A function's statements without its docstring."
     first = fn.body[0] if fn.body else None
-    doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+        first.value.value, str)
     return fn.body[1:] if doc else fn.body
 
 def _inlined(fn):
-    "`fn` with each local name that is assigned once and read once, later in the same block, replaced by its value: `y = f(x); return y` becomes `return f(x)`, unless a statement between changes a name the value reads."
-    def scoped(node):  # the nodes of `node` outside nested functions, lambdas and comprehensions, which have names of their own
+    """`fn` with each local name that is assigned once and read once, later in the same block,
+    replaced by its value: `y = f(x); return y` becomes `return f(x)`, unless a statement
+    between changes a name the value reads."""
+    def scoped(node):
+        # the nodes of `node` outside nested functions, lambdas and comprehensions, which have
+        # names of their own
         todo = [node]
         while todo:
             n = todo.pop()
             yield n
-            todo += [c for c in ast.iter_child_nodes(n) if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
-                                                                                  ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))]
+            todo += [
+                c for c in ast.iter_child_nodes(n)
+                if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                      ast.ClassDef, ast.ListComp, ast.SetComp, ast.DictComp,
+                                      ast.GeneratorExp))
+            ]
     changed = True
     while changed:
         changed = False
         names = [n for s in fn.body for n in scoped(s) if isinstance(n, ast.Name)]
-        blocks = [b for n in [fn, *scoped(fn)] for f in ("body", "orelse", "finalbody") for b in [getattr(n, f, None)]
-                  if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+        blocks = [
+            b for n in [fn, *scoped(fn)] for f in ("body", "orelse", "finalbody")
+            for b in [getattr(n, f, None)]
+            if isinstance(b, list) and b and isinstance(b[0], ast.stmt)
+        ]
         for block in blocks:
             for i, stmt in enumerate(block):
-                if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)): continue
+                if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                        and isinstance(stmt.targets[0], ast.Name)):
+                    continue
                 mine = [n for n in names if n.id == stmt.targets[0].id]
                 loads = [n for n in mine if isinstance(n.ctx, ast.Load)]
                 if len(mine) != 2 or len(loads) != 1: continue
-                if sum(isinstance(n, ast.Name) and n.id == stmt.targets[0].id for n in ast.walk(fn)) != 2: continue  # a lambda reads it too
+                # a lambda reads it too
+                if sum(
+                        isinstance(n, ast.Name) and n.id == stmt.targets[0].id
+                        for n in ast.walk(fn)) != 2:
+                    continue
                 use = loads[0]
-                j = next((k for k in range(i + 1, len(block)) if any(n is use for n in scoped(block[k]))), None)
+                j = next(
+                    (k for k in range(i + 1, len(block)) if any(n is use
+                                                                for n in scoped(block[k]))),
+                    None)
                 if j is None: continue
                 reads = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
-                if any(_uses(s, reads)[1] for s in block[i + 1:j]): continue  # a name its value reads changes before the use
-                holder = next(p for p in scoped(block[j]) for c in ast.iter_child_nodes(p) if c is use)
+                # a name its value reads changes before the use
+                if any(_uses(s, reads)[1] for s in block[i + 1:j]): continue
+                holder = next(p for p in scoped(block[j]) for c in ast.iter_child_nodes(p)
+                              if c is use)
                 for field, value in ast.iter_fields(holder):
                     if value is use: setattr(holder, field, stmt.value)
-                    elif isinstance(value, list) and any(v is use for v in value): setattr(holder, field, [stmt.value if v is use else v for v in value])
+                    elif isinstance(value, list) and any(v is use for v in value):
+                        setattr(holder, field, [stmt.value if v is use else v for v in value])
                 del block[i]
                 changed = True
                 break
@@ -206,26 +291,42 @@ def _inlined(fn):
     return fn
 
 def fingerprint(fn: ast.FunctionDef) -> Optional[str]:
-    "The function's code with what a copier changes for free erased: its name, docstring, decorators, comments, layout, annotations, strings, local names, the order of statements that do not depend on each other, and the way round a comparison is written; None below `MIN_STATEMENTS` statements."
-    if sum(isinstance(n, ast.stmt) for s in _body(fn) for n in ast.walk(s)) < MIN_STATEMENTS: return None
+    """The function's code with what a copier changes for free erased: its name, docstring,
+    decorators, comments, layout, annotations, strings, local names, the order of statements
+    that do not depend on each other, and the way round a comparison is written; None below
+    `MIN_STATEMENTS` statements."""
+    if sum(isinstance(n, ast.stmt) for s in _body(fn) for n in ast.walk(s)) < MIN_STATEMENTS:
+        return None
     bare = copy.deepcopy(fn)
     bare.body = _body(bare)
     bare = _inlined(bare)
     args = [a.arg for a in ast.walk(bare.args) if isinstance(a, ast.arg)]
-    local = set(args) | {n.id for s in _body(bare) for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = set(args) | {
+        n.id
+        for s in _body(bare)
+        for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
     key = lambda node: _sort_key(node, args, local)
     bare = _Canon(key).visit(bare)
-    bare.name, bare.body, bare.returns, bare.decorator_list = "_", _ordered(bare.body, key, local), None, []
+    bare.name, bare.body, bare.returns, bare.decorator_list = "_", _ordered(
+        bare.body, key, local), None, []
     return ast.dump(_Erase().visit(bare), annotate_fields=False)
 
 def _functions(tree, prefix=""):
-    "(qualified name, node) of every function and method in `tree` but constructors, which the exercise's text dictates."
+    """(qualified name, node) of every function and method in `tree` but constructors, which the
+    exercise's text dictates."""
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != "__init__": yield prefix + node.name, node
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.name != "__init__"
+        ):
+            yield prefix + node.name, node
         if isinstance(node, ast.ClassDef): yield from _functions(node, f"{prefix}{node.name}.")
 
 def reference_sources(ex: Exercise) -> List[tuple]:
-    "(where, source) of every reference of the exercise: each object of the package named like one of the exercise's (where: its module), and each solution cell (where: the solution notebook)."
+    """(where, source) of every reference of the exercise: each object of the package named like
+    one of the exercise's (where: its module), and each solution cell (where: the solution
+    notebook)."""
     import importlib
     from transformer_tutorial._modidx import d
     out = []
@@ -237,63 +338,107 @@ def reference_sources(ex: Exercise) -> List[tuple]:
     return out + [(f"the solution notebook {ex.name}.ipynb", s) for s in ex.solutions]
 
 def reference_fingerprints(ex: Exercise) -> Dict[str, str]:
-    "fingerprint -> where it is, for each function and method of the exercise's references (`reference_sources`), less what the student is handed."
+    """fingerprint -> where it is, for each function and method of the exercise's references
+    (`reference_sources`), less what the student is handed."""
     where = {}
     for place, source in reference_sources(ex):
         for qual, fn in _functions(_code(source) or ast.Module([], [])):
-            where.setdefault(fingerprint(fn), f"{place}.{qual}" if place.startswith(PACKAGE) else f"{qual} of {place}")
-    given = {fingerprint(fn) for s in ex.solutions for tree in [_code(strip_solutions(s))] if tree for _, fn in _functions(tree)}
-    return {fp: w for fp, w in where.items() if fp is not None and fp not in given}  # what the student is given is no copy
+            where.setdefault(
+                fingerprint(fn),
+                f"{place}.{qual}" if place.startswith(PACKAGE) else f"{qual} of {place}")
+    given = {
+        fingerprint(fn)
+        for s in ex.solutions
+        for tree in [_code(strip_solutions(s))] if tree for _, fn in _functions(tree)
+    }
+    # what the student is given is no copy
+    return {fp: w for fp, w in where.items() if fp is not None and fp not in given}
 
 def _code_objects(source):
-    "(qualified name, code object) of each function and method `_functions` finds in `source`, compiled as the kernel compiles it."
+    """(qualified name, code object) of each function and method `_functions` finds in `source`,
+    compiled as the kernel compiles it."""
     tree = _code(source)
     if tree is None: return []
-    defs = {n.name: isinstance(n, ast.ClassDef) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    try: module = compile("\n".join(map(_python_line, source.splitlines())), "<reference>", "exec")
+    defs = {
+        n.name: isinstance(n, ast.ClassDef)
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
+    try:
+        module = compile("\n".join(map(_python_line, source.splitlines())), "<reference>",
+                         "exec")
     except (SyntaxError, ValueError): return []
     found = []
     for k in (k for k in module.co_consts if hasattr(k, "co_code") and k.co_name in defs):
-        found += [(f"{k.co_name}.{m.co_name}", m) for m in k.co_consts if hasattr(m, "co_code")] if defs[k.co_name] else [(k.co_name, k)]
+        found += (
+            [(f"{k.co_name}.{m.co_name}", m) for m in k.co_consts if hasattr(m, "co_code")]
+            if defs[k.co_name]
+            else [(k.co_name, k)]
+        )
     return found
 
 def reference_code_prints(ex: Exercise) -> Dict[str, str]:
-    "code print -> where it is, for each function and method of the exercise's references that has a fingerprint (`reference_fingerprints`): what the objects a notebook leaves in its kernel are compared with."
+    """code print -> where it is, for each function and method of the exercise's references that
+    has a fingerprint (`reference_fingerprints`): what the objects a notebook leaves in its
+    kernel are compared with."""
     prints, fps = {}, reference_fingerprints(ex)
     for place, source in reference_sources(ex):
-        statics = {qual: fingerprint(fn) for qual, fn in _functions(_code(source) or ast.Module([], []))}
+        statics = {
+            qual: fingerprint(fn)
+            for qual, fn in _functions(_code(source) or ast.Module([], []))
+        }
         for qual, code in _code_objects(source):
-            if statics.get(qual) in fps: prints.setdefault(_code_print(code), f"{place}.{qual}" if place.startswith(PACKAGE) else f"{qual} of {place}")
+            if statics.get(qual) in fps:
+                prints.setdefault(
+                    _code_print(code),
+                    f"{place}.{qual}" if place.startswith(PACKAGE) else f"{qual} of {place}")
     return prints
 
 def _runs_a_copy(prints, ex: Exercise, flagged: List[str]) -> List[str]:
-    "One line for each function the kernel holds under one of the exercise's names whose code print is a reference's, unless the reader flagged that name already (`flagged`: its import, its attribute, its copy): a copy obtained at run time."
+    """One line for each function the kernel holds under one of the exercise's names whose code
+    print is a reference's, unless the reader flagged that name already (`flagged`: its import,
+    its attribute, its copy): a copy obtained at run time."""
     if not isinstance(prints, dict): return []
     refs, said = reference_code_prints(ex), " ".join(flagged)
-    return [printable(f"{name} runs the code of {refs[p]} (its bytecode, compared in the kernel), which the notebook's cells do not hold")[:300]
-            for name, fns in prints.items() if isinstance(fns, dict) and not re.search(rf"\b{re.escape(str(name))}\b", said)
-            for qual, p in fns.items() if p in refs]
+    return [
+        printable(f"{name} runs the code of {refs[p]} (its bytecode, compared in the "
+                  "kernel), which the notebook's cells do not hold")[:300]
+        for name, fns in prints.items()
+        if isinstance(fns, dict) and not re.search(rf"\b{re.escape(str(name))}\b", said)
+        for qual, p in fns.items() if p in refs
+    ]
 
 def copies(sources: List[str], references: Dict[str, str]) -> List[str]:
     "Each function in `sources` whose fingerprint is one of `references`', and what it copies."
-    return [f"{qual} is a copy of {references[fp]}" for tree in filter(None, map(_code, sources))
-            for qual, fn in _functions(tree) if (fp := fingerprint(fn)) in references]
+    return [
+        f"{qual} is a copy of {references[fp]}" for tree in filter(None, map(_code, sources))
+        for qual, fn in _functions(tree) if (fp := fingerprint(fn)) in references
+    ]
 
 # %% ../../nbs/15b_grading_copies.ipynb #98b77502
 def honest_solutions() -> List[dict]:
-    "The bank of honest solutions shipped with the package (`data/honest_solutions.md`): exercise, name, style, code, and whether it is written the way the chapters write it."
-    text = (Path(transformer_tutorial.__file__).parent / "data" / "honest_solutions.md").read_text(encoding="utf-8")
+    """The bank of honest solutions shipped with the package (`data/honest_solutions.md`):
+    exercise, name, style, code, and whether it is written the way the chapters write it."""
+    text = (Path(transformer_tutorial.__file__).parent / "data"
+            / "honest_solutions.md").read_text(encoding="utf-8")
     differently, _, chapters = text.partition("\n# Written the way the chapters write it")
     pattern = re.compile(r"^## (\w+): (\w+), (.+?)\n\n```python\n(.*?)```", re.M | re.S)
     return [{"exercise": e, "name": n, "style": s, "code": c, "chapter_way": part is chapters}
             for part in (differently, chapters) for e, n, s, c in pattern.findall(part)]
 
 def _renamed(tree):
-    "Every argument and local name of each function renamed, as a copier does by hand: one new name per old name across the source, so that a nested function's default (`def f(y, i=i)`) still reads the name it read."
-    names = [a.arg for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-             for a in ast.walk(fn.args) if isinstance(a, ast.arg)]
-    names += [n.id for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-              for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    """Every argument and local name of each function renamed, as a copier does by hand: one new
+    name per old name across the source, so that a nested function's default (`def f(y, i=i)`)
+    still reads the name it read."""
+    names = [
+        a.arg for fn in ast.walk(tree)
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for a in ast.walk(fn.args) if isinstance(a, ast.arg)
+    ]
+    names += [
+        n.id for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    ]
     new = {n: f"my_{n}" for n in dict.fromkeys(names) if n != "self"}
     for n in ast.walk(tree):
         if isinstance(n, ast.Name) and n.id in new: n.id = new[n.id]
@@ -301,80 +446,135 @@ def _renamed(tree):
     return tree
 
 def _swapped(tree):
-    "The first two neighbouring statements of a function's block that do not depend on each other, swapped; None when none are."
+    """The first two neighbouring statements of a function's block that do not depend on each
+    other, swapped; None when none are."""
     for owner in ast.walk(tree):
-        if not isinstance(owner, (ast.FunctionDef, ast.If, ast.For, ast.While, ast.With)): continue
+        if not isinstance(owner, (ast.FunctionDef, ast.If, ast.For, ast.While, ast.With)):
+            continue
         for i in range(len(owner.body) - 1):
             a, b = owner.body[i], owner.body[i + 1]
-            names = lambda s, store: {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and (not store or isinstance(n.ctx, ast.Store))}
-            if any(isinstance(n, (ast.Return, ast.Raise)) for s in (a, b) for n in ast.walk(s)) or isinstance(a, ast.Expr) and isinstance(a.value, ast.Constant): continue
+            names = lambda s, store: {
+                n.id
+                for n in ast.walk(s)
+                if isinstance(n, ast.Name) and (not store or isinstance(n.ctx, ast.Store))
+            }
+            if (
+                any(isinstance(n, (ast.Return, ast.Raise)) for s in (a, b) for n in ast.walk(s))
+                or isinstance(a, ast.Expr)
+                and isinstance(a.value, ast.Constant)
+            ):
+                continue
             if names(a, True) & names(b, False) or names(b, True) & names(a, False): continue
             owner.body[i], owner.body[i + 1] = b, a
             return tree
     return None
 
 class _Turned(ast.NodeTransformer):
-    "Every one-operator comparison written the other way round: `a < b` as `b > a`, `a != b` as `b != a`."
-    FLIP = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+    """Every one-operator comparison written the other way round: `a < b` as `b > a`, `a != b`
+    as `b != a`."""
+    FLIP = {
+        ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq,
+        ast.NotEq: ast.NotEq
+    }
     def visit_Compare(self, node):
         self.generic_visit(node)
-        if len(node.ops) == 1 and type(node.ops[0]) in self.FLIP: return ast.Compare(node.comparators[0], [self.FLIP[type(node.ops[0])]()], [node.left])
+        if len(node.ops) == 1 and type(node.ops[0]) in self.FLIP:
+            return ast.Compare(node.comparators[0], [self.FLIP[type(node.ops[0])]()],
+                               [node.left])
         return node
 
 def _commented(source):
-    "A comment above every other line and after every line that ends a call: what layout and comments a copier adds."
+    """A comment above every other line and after every line that ends a call: what layout and
+    comments a copier adds."""
     out = []
     for i, line in enumerate(source.splitlines()):
-        if line.strip() and i % 2: out.append(line[: len(line) - len(line.lstrip())] + "# my own step")
+        if line.strip() and i % 2:
+            out.append(line[: len(line) - len(line.lstrip())] + "# my own step")
         out.append(line + ("  # checked" if line.rstrip().endswith(")") else ""))
     return "\n".join(out) + "\n"
 
 def _returned_through_a_name(tree):
-    "Each `return EXPR` of a function written as `result = EXPR` then `return result`: a change of structure the fingerprint does not undo."
+    """Each `return EXPR` of a function written as `result = EXPR` then `return result`: a
+    change of structure the fingerprint does not undo."""
     changed = False
-    for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+    for fn in [
+            n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]:
         for i, stmt in enumerate(fn.body):
-            if isinstance(stmt, ast.Return) and stmt.value is not None and not isinstance(stmt.value, ast.Name):
-                fn.body[i:i + 1] = [ast.Assign([ast.Name("result", ast.Store())], stmt.value, lineno=0), ast.Return(ast.Name("result", ast.Load()))]
+            if isinstance(stmt, ast.Return) and stmt.value is not None and not isinstance(
+                    stmt.value, ast.Name):
+                fn.body[i : i + 1] = [
+                    ast.Assign([ast.Name("result", ast.Store())], stmt.value, lineno=0),
+                    ast.Return(ast.Name("result", ast.Load())),
+                ]
                 changed = True
                 break
     return tree if changed else None
 
-_TORCH_METHODS = {"softmax", "transpose", "masked_fill", "matmul", "sqrt", "exp", "tril", "sum", "mean", "var", "reshape"}
+_TORCH_METHODS = {"softmax", "transpose", "masked_fill", "matmul", "sqrt", "exp", "tril", "sum",
+                  "mean", "var", "reshape"}
 
 def _as_function(tree):
-    "The first tensor method called on a name (`scores.softmax(-1)`) rewritten as the torch function (`torch.softmax(scores, -1)`): a change of structure the fingerprint does not undo."
+    """The first tensor method called on a name (`scores.softmax(-1)`) rewritten as the torch
+    function (`torch.softmax(scores, -1)`): a change of structure the fingerprint does not undo.
+    """
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _TORCH_METHODS \
-                and isinstance(node.func.value, ast.Name) and node.func.value.id not in ("torch", "F", "math", "self"):
-            node.args, node.func = [node.func.value, *node.args], ast.Attribute(ast.Name("torch", ast.Load()), node.func.attr, ast.Load())
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _TORCH_METHODS
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id not in ("torch", "F", "math", "self")
+        ):
+            node.args, node.func = [node.func.value, *node.args], ast.Attribute(
+                ast.Name("torch", ast.Load()), node.func.attr, ast.Load()
+            )
             return tree
     return None
 
 def disguises(source: str) -> Dict[str, Optional[str]]:
-    "Copies of `source` as a student who copies it disguises them: names renamed, comments added, two independent lines swapped, comparisons turned, all four at once, the return value moved into a name, a tensor method written as a torch function; None where the disguise does not apply."
-    def unparse(tree): return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if tree is not None else None
-    swapped, turned = unparse(_swapped(ast.parse(source))), unparse(_Turned().visit(ast.parse(source)))
-    everything = unparse(_Turned().visit(_renamed(_swapped(ast.parse(source)) or ast.parse(source))))
-    return {"renamed": unparse(_renamed(ast.parse(source))), "commented": _commented(source), "reordered": swapped,
-            "turned": turned if turned != unparse(ast.parse(source)) else None, "all four": _commented(everything),
-            "returned through a name": unparse(_returned_through_a_name(ast.parse(source))),
-            "a method written as a torch function": unparse(_as_function(ast.parse(source)))}
+    """Copies of `source` as a student who copies it disguises them: names renamed, comments
+    added, two independent lines swapped, comparisons turned, all four at once, the return
+    value moved into a name, a tensor method written as a torch function; None where the
+    disguise does not apply."""
+    def unparse(tree):
+        return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if tree is not None else None
+    swapped, turned = unparse(_swapped(ast.parse(source))), unparse(
+        _Turned().visit(ast.parse(source))
+    )
+    everything = unparse(
+        _Turned().visit(_renamed(_swapped(ast.parse(source)) or ast.parse(source)))
+    )
+    return {
+        "renamed": unparse(_renamed(ast.parse(source))),
+        "commented": _commented(source),
+        "reordered": swapped,
+        "turned": turned if turned != unparse(ast.parse(source)) else None,
+        "all four": _commented(everything),
+        "returned through a name": unparse(_returned_through_a_name(ast.parse(source))),
+        "a method written as a torch function": unparse(_as_function(ast.parse(source))),
+    }
 
 def copy_detector_rates(exercises: Dict[str, Exercise]) -> Dict[str, tuple]:
-    "(flagged, total) for the honest solutions (written otherwise, and the chapters' way), then for each disguise of each reference function with a fingerprint (`MIN_STATEMENTS` or more), and how many reference functions have one."
+    """(flagged, total) for the honest solutions (written otherwise, and the chapters' way),
+    then for each disguise of each reference function with a fingerprint (`MIN_STATEMENTS` or
+    more), and how many reference functions have one."""
     refs = {name: reference_fingerprints(ex) for name, ex in exercises.items()}
     rates = {}
     def count(what, hit):
         flagged, total = rates.get(what, (0, 0))
         rates[what] = (flagged + bool(hit), total + 1)
     for h in honest_solutions():
-        count("honest, written the chapters' way" if h["chapter_way"] else "honest, written otherwise", copies([h["code"]], refs[h["exercise"]]))
+        count(
+            "honest, written the chapters' way"
+            if h["chapter_way"] else "honest, written otherwise",
+            copies([h["code"]], refs[h["exercise"]]))
     for name, ex in exercises.items():
         for _, source in reference_sources(ex):
             for _, fn in _functions(_code(source) or ast.Module([], [])):
                 count("reference functions with a fingerprint", fingerprint(fn) in refs[name])
                 if fingerprint(fn) not in refs[name]: continue
                 for how, disguised in disguises(ast.unparse(fn)).items():
-                    if disguised is not None: count(f"copies, {how}", copies([disguised], refs[name]))
+                    if disguised is not None:
+                        count(f"copies, {how}", copies([disguised], refs[name]))
     return rates

@@ -9,8 +9,11 @@ __all__ = ['grade_submission']
 from typing import Dict, List, Optional
 import ast, json, os, sys
 from pathlib import Path
-from .references import copies, reference_fingerprints, reference_uses, _code, _runs_a_copy
-from .sandbox import (landlock_abi, Limits, _end_orphans, _kill_session, _reaping, _RUNNING, _size, _sweep, _VERDICT_MARK, _Watch)
+from .references import copies, reference_fingerprints
+from .references import reference_uses, _code, _runs_a_copy
+from .sandbox import (landlock_abi, Limits, _end_orphans,
+                                                  _kill_session, _reaping, _RUNNING, _size,
+                                                  _sweep, _VERDICT_MARK, _Watch)
 from .submissions import Exercise, PACKAGE, _grade_cells
 from .tamper import tampering, _check_names
 from .verdict import _IN_KERNEL
@@ -23,24 +26,38 @@ def _run_seed() -> int:
     return int.from_bytes(os.urandom(3), "big")
 
 class _Verdict:
-    "A process of the grader's own that imports the course's checks before any submission runs and runs them against proxies of the student's objects: no code of the student's runs in it. A check whose conversation did not end as agreed (an error of the grader's, a kernel that stopped answering) leaves no half-read line behind: the process is replaced."
+    """A process of the grader's own that imports the course's checks before any submission runs
+    and runs them against proxies of the student's objects: no code of the student's runs in it.
+    A check whose conversation did not end as agreed (an error of the grader's, a kernel that
+    stopped answering) leaves no half-read line behind: the process is replaced."""
     def __init__(self, memory: Optional[int] = None, seed: Optional[int] = None):
-        self.proc, self.checks, self.unsendable, self.memory = None, None, None, memory or Limits().address_space()
+        self.proc, self.checks, self.unsendable, self.memory = (
+            None,
+            None,
+            None,
+            memory or Limits().address_space(),
+        )
         self.seed = _run_seed() if seed is None else seed
         self._start()
 
     def _start(self):
         import subprocess
-        self.proc = subprocess.Popen([sys.executable, "-c", f"from transformer_tutorial.grading.verdict import _verdict_main; _verdict_main({int(self.memory)}, {int(self.seed)})"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, encoding="utf-8",
-                                     env=dict(os.environ, TT_VERDICT=_VERDICT_MARK))
+        self.proc = subprocess.Popen([
+            sys.executable, "-c", "from transformer_tutorial.grading.verdict import "
+            f"_verdict_main; _verdict_main({int(self.memory)}, "
+            f"{int(self.seed)})"
+        ], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     encoding="utf-8", env=dict(os.environ,
+                                                                TT_VERDICT=_VERDICT_MARK))
         self.ready_line = None
 
     def ready(self) -> List[str]:
         "The checks it holds, once it has imported them."
         if self.ready_line is None:
             self.ready_line = self.proc.stdout.readline()
-            if not self.ready_line: raise RuntimeError(f"the verdict process ended before it was ready (exit code {self.proc.wait()})")
+            if not self.ready_line:
+                raise RuntimeError("the verdict process ended before it was ready (exit code "
+                                   f"{self.proc.wait()})")
             self.checks = json.loads(self.ready_line)["ready"]
         return self.checks
 
@@ -49,12 +66,15 @@ class _Verdict:
         self.proc.stdin.flush()
 
     async def check(self, client, check: str, arg: str, seconds: float) -> Optional[str]:
-        "Run the course's `check` on the student's object named `arg` in `client`'s kernel: None when it passes, else why not."
+        """Run the course's `check` on the student's object named `arg` in `client`'s kernel:
+        None when it passes, else why not."""
         import asyncio
         from time import monotonic
         deadline, loop = monotonic() + seconds, asyncio.get_running_loop()
         self.unsendable = None
-        found = await _ask_kernel(client, {"op": "lookup", "name": arg, "fresh": True}, deadline, seconds)
+        found = await _ask_kernel(
+            client, {"op": "lookup", "name": arg, "fresh": True}, deadline, seconds
+        )
         if "ok" not in found: return found.get("stop") or ": ".join(found["error"])
         self.ready()
         ended = False
@@ -62,18 +82,29 @@ class _Verdict:
             self._send({"check": check, "arg": found["ok"]})
             stop = None
             while True:
-                line = await asyncio.wait_for(loop.run_in_executor(None, self.proc.stdout.readline), max(deadline - monotonic(), 0) + 60)
-                if not line: raise RuntimeError(f"the verdict process ended (exit code {self.proc.wait()})")
+                line = await asyncio.wait_for(
+                    loop.run_in_executor(None, self.proc.stdout.readline),
+                    max(deadline - monotonic(), 0) + 60,
+                )
+                if not line:
+                    raise RuntimeError("the verdict process ended (exit code "
+                                       f"{self.proc.wait()})")
                 question = json.loads(line)
                 if "done" in question: break
-                answer = {"stop": stop} if stop else await _ask_kernel(client, question, deadline, seconds)
+                answer = (
+                    {"stop": stop}
+                    if stop
+                    else await _ask_kernel(client, question, deadline, seconds)
+                )
                 stop = answer.get("stop")
                 self._send(answer)
             ended = True
         finally:
-            if not ended: self.restart()   # a conversation cut in the middle: the next check must not read its rest
+            # a conversation cut in the middle: the next check must not read its rest
+            if not ended: self.restart()
         if stop is None: await _ask_kernel(client, {"op": "release"}, monotonic() + 10, 10)
-        self.unsendable = question["done"].get("unsendable")  # the check could not pass the student's code one of its objects
+        # the check could not pass the student's code one of its objects
+        self.unsendable = question["done"].get("unsendable")
         return question["done"]["error"]
 
     def restart(self):
@@ -90,20 +121,23 @@ class _Verdict:
             except OSError: pass
 
 async def _drain(client):
-    "Count what the kernel printed while answering a question (nobody shows it) against the notebook's output limit: past it, the kernel is stopped."
+    """Count what the kernel printed while answering a question (nobody shows it) against the
+    notebook's output limit: past it, the kernel is stopped."""
     from queue import Empty
     from jupyter_core.utils import ensure_async
     while True:
         try: msg = await ensure_async(client.kc.iopub_channel.get_msg(timeout=0))
         except Empty: return
         content = msg["content"]
-        client.printed += len(content.get("text", "")) + sum(len(str(v)) for v in content.get("data", {}).values())
+        client.printed += len(content.get("text", "")) + sum(
+            len(str(v)) for v in content.get("data", {}).values())
         if client.printed > client.output_limit and not client.overflowed:
             client.overflowed = True
             _kill_session(client.km.provisioner.pid)
 
 async def _reply(client, msg_id, deadline):
-    "The kernel's reply to `msg_id`; 'dead' when the kernel died, 'late' when `deadline` passed; what it prints meanwhile is counted (`_drain`)."
+    """The kernel's reply to `msg_id`; 'dead' when the kernel died, 'late' when `deadline`
+    passed; what it prints meanwhile is counted (`_drain`)."""
     from queue import Empty
     from time import monotonic
     from jupyter_core.utils import ensure_async
@@ -118,85 +152,129 @@ async def _reply(client, msg_id, deadline):
         if msg["parent_header"].get("msg_id") == msg_id: return msg
 
 async def _responsive(client, seconds=10):
-    "True when the kernel answers an empty cell within `seconds`: after an interrupt, it did stop."
+    """True when the kernel answers an empty cell within `seconds`: after an interrupt, it did
+    stop."""
     from time import monotonic
-    return await _reply(client, client.kc.execute("", silent=True, store_history=False), monotonic() + seconds) not in ("late", "dead")
+    return await _reply(
+        client, client.kc.execute("", silent=True, store_history=False), monotonic() + seconds
+    ) not in ("late", "dead")
 
 async def _ask_kernel(client, question, deadline, seconds):
-    "Ask the student's kernel one question through `_serve`: its answer ({'ok': ...} or {'error': [name, message]}), or {'stop': why} when the kernel died or the time ran out."
+    """Ask the student's kernel one question through `_serve`: its answer ({'ok': ...} or
+    {'error': [name, message]}), or {'stop': why} when the kernel died or the time ran out."""
     from time import monotonic
     from jupyter_core.utils import ensure_async
-    expr = f"__import__('transformer_tutorial.grading.wire', fromlist=['_serve'])._serve(globals(), {json.dumps(question)!r})"
-    msg_id = client.kc.execute("", silent=True, store_history=False, user_expressions={"answer": expr}, allow_stdin=False)
+    expr = (
+        "__import__('transformer_tutorial.grading.wire',"
+        f" fromlist=['_serve'])._serve(globals(), {json.dumps(question)!r})"
+    )
+    msg_id = client.kc.execute("", silent=True, store_history=False,
+                               user_expressions={"answer": expr}, allow_stdin=False)
     reply = await _reply(client, msg_id, deadline)
     if reply == "dead": return {"stop": "not run: the kernel died"}
     if reply == "late":
         await ensure_async(client.km.interrupt_kernel())
         if await _reply(client, msg_id, monotonic() + 10) in ("late", "dead"):
             await ensure_async(client.km.shutdown_kernel(now=True))
-            return {"stop": f"the check ran longer than {seconds:g} s and the kernel did not stop when interrupted: it was stopped"}
+            return {"stop": f"the check ran longer than {seconds:g} s and the kernel did not "
+                            "stop when interrupted: it was stopped"}
         return {"stop": f"the check ran longer than {seconds:g} s and was interrupted"}
     content = reply["content"]
-    if content.get("status") != "ok": return {"error": [str(content.get("ename", "Error")), str(content.get("evalue", ""))]}
+    if content.get("status") != "ok":
+        return {"error": [str(content.get("ename", "Error")), str(content.get("evalue", ""))]}
     result = content.get("user_expressions", {}).get("answer", {})
-    if result.get("status") != "ok": return {"error": [str(result.get("ename", "Error")), str(result.get("evalue", ""))]}
+    if result.get("status") != "ok":
+        return {"error": [str(result.get("ename", "Error")), str(result.get("evalue", ""))]}
     text = result.get("data", {}).get("text/plain", "")
     try:
         if len(text) > _ANSWER_LIMIT: raise ValueError(f"an answer of {len(text)} characters")
         answer = json.loads(ast.literal_eval(text))
-        if not (isinstance(answer, dict) and (set(answer) == {"ok"} or set(answer) == {"error"} and isinstance(answer["error"], list)
-                                              and len(answer["error"]) == 2 and all(isinstance(s, str) for s in answer["error"]))):
-            raise ValueError("not an answer")   # exactly {"ok": value} or {"error": [name, message]}: a "stop" is the grader's own word
+        if not (isinstance(answer, dict) and
+                (set(answer) == {"ok"} or set(answer) == {"error"}
+                 and isinstance(answer["error"], list) and len(answer["error"]) == 2
+                 and all(isinstance(s, str) for s in answer["error"]))):
+            # exactly {"ok": value} or {"error": [name, message]}: a "stop" is the grader's own
+            # word
+            raise ValueError("not an answer")
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
         return {"error": ["ValueError", f"the kernel's answer could not be read ({e})"]}
     return answer
 
 # %% ../../nbs/15g_grading_running.ipynb #dc6c80ea
 def _client_class():
-    "nbclient's NotebookClient, starting its kernel through `_confine` and counting what the notebook prints."
+    """nbclient's NotebookClient, starting its kernel through `_confine` and counting what the
+    notebook prints."""
     from nbclient import NotebookClient
     class Client(NotebookClient):
         def create_kernel_manager(self):
             km = super().create_kernel_manager()
             argv = list(km.kernel_spec.argv)
-            if argv and argv[0] in ("python", f"python{sys.version_info[0]}", "python%d.%d" % sys.version_info[:2]): argv[0] = sys.executable
-            km.kernel_spec.argv = [sys.executable, "-c", "from transformer_tutorial.grading.sandbox import _confine; _confine()", *argv]
+            if argv and argv[0] in ("python", f"python{sys.version_info[0]}",
+                                    "python%d.%d" % sys.version_info[:2]):
+                argv[0] = sys.executable
+            km.kernel_spec.argv = [sys.executable, "-c",
+                                   "from transformer_tutorial.grading.sandbox import "
+                                   "_confine; _confine()", *argv]
             return km
         def output(self, outs, msg, display_id, cell_index):
             content = msg["content"]
-            self.printed += len(content.get("text", "")) + sum(len(str(v)) for v in content.get("data", {}).values()) \
+            self.printed += (
+                len(content.get("text", ""))
+                + sum(len(str(v)) for v in content.get("data", {}).values())
                 + len(str(content.get("traceback", "")))
-            if self.printed <= self.output_limit: return super().output(outs, msg, display_id, cell_index)
-            if not self.overflowed:  # a notebook that prints without end is stopped like one that eats memory
+            )
+            if self.printed <= self.output_limit:
+                return super().output(outs, msg, display_id, cell_index)
+            if not self.overflowed:
+                # a notebook that prints without end is stopped like one that eats memory
                 self.overflowed = True
                 _kill_session(self.km.provisioner.pid)
             return None
     return Client
 
 def _verdict_call(source, checks):
-    "(check, argument name) when a check cell is `check_x(name)` for a course check `check_x`, else None (it then runs in the kernel)."
+    """(check, argument name) when a check cell is `check_x(name)` for a course check `check_x`,
+    else None (it then runs in the kernel)."""
     tree = _code(source)
-    if tree is None or len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr): return None
+    if tree is None or len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
+        return None
     call = tree.body[0].value
-    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in checks and len(call.args) == 1 \
-            and isinstance(call.args[0], ast.Name) and not call.keywords:
+    if (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id in checks
+        and len(call.args) == 1
+        and isinstance(call.args[0], ast.Name)
+        and not call.keywords
+    ):
         return call.func.id, call.args[0].id
     return None
 
 def _kernel_env(box, token, limits, confined, hidden=()):
-    "The kernel's environment: the grader's PATH and Python paths, everything else its own (HOME, temporary files, IPython's profile), none of the teacher's secrets."
-    keep = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT", "VIRTUAL_ENV", "CONDA_PREFIX")
+    """The kernel's environment: the grader's PATH and Python paths, everything else its own
+    (HOME, temporary files, IPython's profile), none of the teacher's secrets."""
+    keep = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
+            "SYSTEMROOT", "VIRTUAL_ENV", "CONDA_PREFIX")
     env = {k: v for k, v in os.environ.items() if k in keep}
     home = str(box / "home")
-    env.update(HOME=home, USERPROFILE=home, TMPDIR=str(box / "tmp"), TEMP=str(box / "tmp"), TMP=str(box / "tmp"), IPYTHONDIR=f"{home}/.ipython",
-               MPLCONFIGDIR=f"{home}/.matplotlib", XDG_CACHE_HOME=f"{home}/.cache", XDG_CONFIG_HOME=f"{home}/.config",
-               JUPYTER_CONFIG_DIR=f"{home}/.jupyter", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", TT_GRADING=token)
-    rlimits = {"RLIMIT_AS": limits.address_space(), "RLIMIT_FSIZE": limits.file_size, "RLIMIT_CORE": 0}
-    env["TT_CONFINE"] = json.dumps({"rlimits": rlimits, "landlock": confined, "writable": [str(box), "/dev/null"], "hidden": [str(h) for h in hidden]})
+    env.update(HOME=home, USERPROFILE=home, TMPDIR=str(box / "tmp"), TEMP=str(box / "tmp"),
+               TMP=str(box / "tmp"), IPYTHONDIR=f"{home}/.ipython",
+               MPLCONFIGDIR=f"{home}/.matplotlib", XDG_CACHE_HOME=f"{home}/.cache",
+               XDG_CONFIG_HOME=f"{home}/.config", JUPYTER_CONFIG_DIR=f"{home}/.jupyter",
+               MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", TT_GRADING=token)
+    rlimits = {"RLIMIT_AS": limits.address_space(), "RLIMIT_FSIZE": limits.file_size,
+               "RLIMIT_CORE": 0}
+    env["TT_CONFINE"] = json.dumps({
+        "rlimits": rlimits, "landlock": confined, "writable": [str(box), "/dev/null"],
+        "hidden": [str(h) for h in hidden]
+    })
     return env
 
-async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined, hidden=(), names=()):
-    "Run `nb` cell by cell in a kernel confined to `box`; the cells in `judged` (index -> (check, argument)) are judged by `verdict` instead; at the end, the code prints of what `names` hold in the kernel (`_code_prints`). Returns what happened."
+async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined, hidden=(),
+                        names=()):
+    """Run `nb` cell by cell in a kernel confined to `box`; the cells in `judged` (index ->
+    (check, argument)) are judged by `verdict` instead; at the end, the code prints of what
+    `names` hold in the kernel (`_code_prints`). Returns what happened."""
     import subprocess, uuid
     from time import monotonic
     from jupyter_core.utils import ensure_async
@@ -205,16 +283,23 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined,
     def record(cell, cell_index, execute_reply):
         c = execute_reply["content"]
         errors[cell_index] = f"{c['ename']}: {c['evalue']}" if c["status"] == "error" else None
-    timed_out = {"ename": "CellTimeoutError", "evalue": f"the cell ran longer than {limits.cell_seconds} s and was interrupted", "traceback": []}
-    client = _client_class()(nb, kernel_name=kernel_name, allow_errors=True, interrupt_on_timeout=True, error_on_timeout=timed_out,
+    timed_out = {"ename": "CellTimeoutError", "evalue": "the cell ran longer than "
+                                                        f"{limits.cell_seconds} s and was "
+                                                        "interrupted", "traceback": []}
+    client = _client_class()(nb, kernel_name=kernel_name, allow_errors=True,
+                             interrupt_on_timeout=True, error_on_timeout=timed_out,
                              on_cell_executed=record, shutdown_kernel="immediate")
     client.printed, client.output_limit, client.overflowed = 0, limits.output, False
     token = uuid.uuid4().hex
     _RUNNING.add(token)
     watch, deadline = None, monotonic() + limits.notebook_seconds
     try:
-        async with client.async_setup_kernel(env=_kernel_env(box, token, limits, confined, hidden), cwd=str(box / "work"),
-                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+        async with client.async_setup_kernel(
+            env=_kernel_env(box, token, limits, confined, hidden),
+            cwd=str(box / "work"),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ):
             if os.path.isdir("/proc/self"):
                 watch = _Watch(client.km.provisioner.pid, limits)
                 watch.start()
@@ -222,7 +307,8 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined,
                 if cell.cell_type != "code": continue
                 left = deadline - monotonic()
                 if left <= 0:
-                    notes.append(f"the notebook ran longer than {limits.notebook_seconds} s: its kernel was stopped, later cells did not run")
+                    notes.append(f"the notebook ran longer than {limits.notebook_seconds} s: "
+                                 "its kernel was stopped, later cells did not run")
                     state["status"] = "timed out"
                     break
                 seconds = min(limits.cell_seconds, left)
@@ -232,10 +318,15 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined,
                         if verdicts[index] and "ran longer than" in verdicts[index]:
                             state["status"] = "timed out"
                             notes.append(f"{judged[index][0]}: {verdicts[index]}")
-                        if verdict.unsendable:   # run the cell in the kernel after all, as nbgrader does
+                        if verdict.unsendable:
+                            # run the cell in the kernel after all, as nbgrader does
                             del verdicts[index]
-                            notes.append(f"{judged[index][0]} ran in the student's kernel, where code that patches the package or IPython could forge "
-                                         f"its verdict (flagged where recognised): it passes the student's code an object the grader's wire does not carry "
+                            notes.append(f"{judged[index][0]} ran in the student's "
+                                         "kernel, where code that patches the package "
+                                         "or IPython could forge "
+                                         "its verdict (flagged where recognised): it "
+                                         "passes the student's code an object the "
+                                         "grader's wire does not carry "
                                          f"({verdict.unsendable})")
                     if index not in verdicts:
                         client.timeout = max(1, int(seconds))
@@ -245,61 +336,121 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined,
                             start = cell.source.strip().splitlines()[0][:80]
                             if not await _responsive(client):
                                 await ensure_async(client.km.shutdown_kernel(now=True))
-                                notes.append(f"the cell that starts `{start}` ran longer than {seconds:g} s and did not stop when interrupted: "
+                                notes.append(f"the cell that starts `{start}` ran "
+                                             f"longer than {seconds:g} s and did not "
+                                             "stop when interrupted: "
                                              "its kernel was stopped, later cells did not run")
                                 break
-                            notes.append(f"the cell that starts `{start}` ran longer than {seconds:g} s and was interrupted")
+                            notes.append(f"the cell that starts `{start}` ran longer than "
+                                         f"{seconds:g} s and was interrupted")
                 except DeadKernelError:
                     state["died"] = True
-                if watch and watch.breach or state.get("died") or not await client.km.is_alive(): break
-            if names and not (watch and watch.breach) and not client.overflowed and await client.km.is_alive():  # what runs, not what is written
-                found = await _ask_kernel(client, {"op": "prints", "names": list(names)}, monotonic() + 30, 30)
+                if (
+                    watch
+                    and watch.breach
+                    or state.get("died")
+                    or not await client.km.is_alive()
+                ):
+                    break
+            if (
+                names
+                and not (watch and watch.breach)
+                and not client.overflowed
+                and await client.km.is_alive()
+            ):
+                # what runs, not what is written
+                found = await _ask_kernel(
+                    client, {"op": "prints", "names": list(names)}, monotonic() + 30, 30
+                )
                 prints = found.get("ok") if isinstance(found.get("ok"), dict) else {}
     finally:
         if watch: watch.stop.set()
         _sweep(token)
         _RUNNING.discard(token)
-        _end_orphans()   # what it left in another session with another environment, handed to this process
-    breach = watch and watch.breach or client.overflowed and f"printed more than {_size(limits.output)}"
+        # what it left in another session with another environment, handed to this process
+        _end_orphans()
+    breach = (
+        watch
+        and watch.breach
+        or client.overflowed
+        and f"printed more than {_size(limits.output)}"
+    )
     if breach:
         state["status"] = "stopped"
         notes.append(f"it {breach}: its kernel was stopped, later cells did not run")
-    elif state.get("died") or any(v and v.startswith("not run: the kernel died") for v in verdicts.values()):
+    elif state.get("died") or any(v and v.startswith("not run: the kernel died")
+                                for v in verdicts.values()):
         state["status"] = "crashed"
-        notes.append("the kernel died (the code ended its process, or it ran out of memory): later cells did not run")
-    return {"errors": errors, "verdicts": verdicts, "notes": notes, "status": state["status"], "prints": prints}
+        notes.append("the kernel died (the code ended its process, or it ran out of memory): "
+                     "later cells did not run")
+    return {"errors": errors, "verdicts": verdicts, "notes": notes, "status": state["status"],
+            "prints": prints}
 
 # %% ../../nbs/15g_grading_running.ipynb #0ca36fb0
 def _guarded(source: str, checks: List[str], tag: str) -> str:
-    "A check cell that runs in the kernel, with each course check it calls imported inside the cell under a private name (`_tt_<tag>_check_x`): a notebook that rebinds `check_x` changes nothing there."
+    """A check cell that runs in the kernel, with each course check it calls imported inside the
+    cell under a private name (`_tt_<tag>_check_x`): a notebook that rebinds `check_x` changes
+    nothing there."""
     tree = _code(source)
-    used = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in checks}) if tree else []
+    used = (
+        sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in checks})
+        if tree
+        else []
+    )
     if not used: return source
     private = {u: f"_tt_{tag}_{u}" for u in used}
     for n in ast.walk(tree):
         if isinstance(n, ast.Name) and n.id in private: n.id = private[n.id]
-    return f"from {PACKAGE}.checks import {', '.join(f'{u} as {p}' for u, p in private.items())}\n{ast.unparse(tree)}"
+    return (
+        f"from {PACKAGE}.checks import"
+        f" {', '.join(f'{u} as {p}' for u, p in private.items())}\n{ast.unparse(tree)}"
+    )
 
 def _short(gid, exercise):
-    "A check's grade id without its exercise's prefix: `ex02_masks_check_causal_mask` -> `check_causal_mask`."
+    """A check's grade id without its exercise's prefix: `ex02_masks_check_causal_mask` ->
+    `check_causal_mask`."""
     return gid[len(exercise) + 1:] if gid.startswith(exercise + "_") else gid
 
-def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, references: Optional[Dict[str, str]] = None,
-                     verdict=None, sandbox: bool = True, kernel_name: str = "python3", hidden: List[str] = ()) -> dict:
-    "Grade the notebook `nb` as exercise `ex`: its code read for the reference and for tampering, its check cells restored to the originals, its cells run in a fresh kernel confined to a private folder (where Landlock is, reading nothing in `hidden`, nor outside the Python installation and the package's code), each course check judged in a process of the grader's own."
+def grade_submission(
+    nb,
+    ex: Exercise,
+    limits: Optional[Limits] = None,
+    references: Optional[Dict[str, str]] = None,
+    verdict=None,
+    sandbox: bool = True,
+    kernel_name: str = "python3",
+    hidden: List[str] = (),
+) -> dict:
+    """Grade the notebook `nb` as exercise `ex`: its code read for the reference and for
+    tampering, its check cells restored to the originals, its cells run in a fresh kernel
+    confined to a private folder (where Landlock is, reading nothing in `hidden`, nor outside
+    the Python installation and the package's code), each course check judged in a process of
+    the grader's own."""
     import contextlib, shutil, tempfile
     from jupyter_core.utils import run_sync
     limits = limits or Limits()
     cells = _grade_cells(nb)
-    own = [c.source for c in nb.cells if c.cell_type == "code" and not any(c is k for k in cells.values())]
-    reference = reference_uses(own, ex.names) + copies(own, reference_fingerprints(ex) if references is None else references)
+    own = [
+        c.source for c in nb.cells
+        if c.cell_type == "code" and not any(c is k for k in cells.values())
+    ]
+    reference = reference_uses(own, ex.names) + copies(
+        own,
+        reference_fingerprints(ex) if references is None else references)
     integrity = reference + tampering(own, _check_names(ex))
-    notes = [f"{_short(g, ex.name)} was edited: the original ran" for g, c in cells.items() if g in ex.checks and c.source != ex.checks[g][0]]
-    notes += [f"{_short(g, ex.name)} is missing (deleted?): 0 points" for g in ex.checks if g not in cells]
+    notes = [
+        f"{_short(g, ex.name)} was edited: the original ran" for g, c in cells.items()
+        if g in ex.checks and c.source != ex.checks[g][0]
+    ]
+    notes += [
+        f"{_short(g, ex.name)} is missing (deleted?): 0 points" for g in ex.checks
+        if g not in cells
+    ]
     for g, c in cells.items():
         if g in ex.checks: c.source = ex.checks[g][0]
     for c in nb.cells:
-        if c.cell_type == "code": c.outputs, c.execution_count = [], None  # outputs stored by the student are not results
+        # outputs stored by the student are not results
+        if c.cell_type == "code": c.outputs, c.execution_count = [], None
     mine = verdict is None
     box = Path(tempfile.mkdtemp(prefix="tt-grade-"))
     with contextlib.ExitStack() as stack:
@@ -309,28 +460,45 @@ def grade_submission(nb, ex: Exercise, limits: Optional[Limits] = None, referenc
         stack.callback(shutil.rmtree, box, ignore_errors=True)
         available = verdict.ready()
         index = {id(c): i for i, c in enumerate(nb.cells)}
-        judged = {index[id(c)]: call for g, c in cells.items() if g in ex.checks for call in [_verdict_call(c.source, available)] if call}
+        judged = {
+            index[id(c)]: call
+            for g, c in cells.items() if g in ex.checks
+            for call in [_verdict_call(c.source, available)] if call
+        }
         tag = os.urandom(4).hex()   # a name the notebook cannot know in advance
         for g, c in cells.items():
-            if g in ex.checks: c.source = _guarded(c.source, [*available, *_IN_KERNEL], tag)   # for a check that ends up running in the kernel
+            # for a check that ends up running in the kernel
+            if g in ex.checks: c.source = _guarded(c.source, [*available, *_IN_KERNEL], tag)
         for sub in ("work", "home", "tmp"): (box / sub).mkdir()
-        (box / "work" / f"{ex.name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")  # the kernel's folder holds the notebook alone
-        report = run_sync(_run_notebook)(nb, box, limits, verdict, judged, kernel_name, sandbox and landlock_abi() > 0, hidden, ex.names)
+        # the kernel's folder holds the notebook alone
+        (box / "work" / f"{ex.name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+        report = run_sync(_run_notebook)(nb, box, limits, verdict, judged, kernel_name, sandbox
+                                         and landlock_abi() > 0, hidden, ex.names)
     integrity += _runs_a_copy(report["prints"], ex, reference)
-    ended = {"crashed": "the kernel died", "stopped": "its kernel was stopped", "timed out": "the notebook ran out of time"}.get(report["status"])
+    ended = {
+        "crashed": "the kernel died", "stopped": "its kernel was stopped",
+        "timed out": "the notebook ran out of time"
+    }.get(report["status"])
     checks = []
     for g in ex.checks:
         i = index[id(cells[g])] if g in cells else None
-        err = ("its check cell is missing" if i is None else report["verdicts"][i] if i in report["verdicts"] else
-               report["errors"][i] if i in report["errors"] else f"not run: {ended} before it" if ended else "not run")
+        err = ("its check cell is missing" if i is None else
+               report["verdicts"][i] if i in report["verdicts"] else report["errors"][i] if i in
+               report["errors"] else f"not run: {ended} before it" if ended else "not run")
         checks.append([_short(g, ex.name), err])
-    why = lambda source: ("it hands the student's code a model and an optimizer, which cannot cross to the kernel" if _verdict_call(source, _IN_KERNEL)
-                          else "not a course check called on one name")
-    notes += [f"{_short(g, ex.name)} ran in the student's kernel, where code that patches the package or IPython could forge its verdict "
+    why = lambda source: (
+        "it hands the student's code a model and an optimizer, which cannot cross to the kernel"
+        if _verdict_call(source, _IN_KERNEL) else "not a course check called on one name")
+    notes += [f"{_short(g, ex.name)} ran in the student's kernel, where code that patches the "
+              "package or IPython could forge its verdict "
               f"(flagged where recognised; {why(ex.checks[g][0])})"
               for g, c in cells.items() if g in ex.checks and index[id(c)] not in judged]
     failed = [f"{name}: {err}" for name, err in checks if err]
-    return {"exercise": ex.name, "points": sum((p for (name, err), (_, p) in zip(checks, ex.checks.values()) if not err), 0.0),
-            "max_points": sum(p for _, p in ex.checks.values()), "status": report["status"],
-            "passed": " ".join(n for n, err in checks if not err), "first_failure": failed[0] if failed else "",
-            "integrity": "; ".join(integrity), "notes": "; ".join(notes + report["notes"]), "checks": checks}
+    return {
+        "exercise": ex.name, "points": sum(
+            (p for (name, err), (_, p) in zip(checks, ex.checks.values()) if not err),
+            0.0), "max_points": sum(p for _, p in ex.checks.values()),
+        "status": report["status"], "passed": " ".join(n for n, err in checks if not err),
+        "first_failure": failed[0] if failed else "", "integrity": "; ".join(integrity),
+        "notes": "; ".join(notes + report["notes"]), "checks": checks
+    }

@@ -17,103 +17,177 @@ from .submissions import PACKAGE
 @dataclass
 class Limits:
     "What one submission may use; each breach is a note in its row and feedback."
-    cell_seconds: int = 300         # wall time of a cell, or of a check, before it is interrupted
-    notebook_seconds: int = 1800    # wall time of the whole notebook before its kernel is stopped
-    memory: int = 4 << 30           # resident memory (RSS), in bytes, of the kernel and the processes it started, summed
+    cell_seconds: int = 300  # wall time of a cell, or of a check, before it is interrupted
+    notebook_seconds: int = 1800  # wall time of the whole notebook before its kernel is stopped
+    # resident memory (RSS), in bytes, of the kernel and the processes it started, summed
+    memory: int = 4 << 30
     processes: int = 16             # processes at once: the kernel and those it started
-    output: int = 10 << 20          # characters of output (printed text, displayed results, tracebacks) before the kernel is stopped
+    # characters of output (printed text, displayed results, tracebacks) before the kernel is
+    # stopped
+    output: int = 10 << 20
     file_size: int = 1 << 30        # the largest file it may write, in bytes (RLIMIT_FSIZE)
 
     def address_space(self) -> int:
-        "The kernel's address space (RLIMIT_AS), a backstop above `memory`: torch maps more than it touches, and the watch that enforces `memory` looks every 50 ms."
+        """The kernel's address space (RLIMIT_AS), a backstop above `memory`: torch maps more
+        than it touches, and the watch that enforces `memory` looks every 50 ms."""
         return max(2 * self.memory, self.memory + (4 << 30))
 
-_LANDLOCK_MACHINES = {"x86_64", "amd64", "aarch64", "arm64", "riscv64", "ppc64le", "s390x", "i686", "i386", "armv7l"}  # syscalls 444-446
+# syscalls 444-446
+_LANDLOCK_MACHINES = {"x86_64", "amd64", "aarch64", "arm64", "riscv64", "ppc64le", "s390x",
+                      "i686", "i386", "armv7l"}
 
 def landlock_abi() -> int:
-    "The version of Landlock, Linux's unprivileged sandbox, this kernel offers; 0 where there is none (another OS, Linux before 5.13, or a container that forbids it)."
+    """The version of Landlock, Linux's unprivileged sandbox, this kernel offers; 0 where there
+    is none (another OS, Linux before 5.13, or a container that forbids it)."""
     import platform
-    if not sys.platform.startswith("linux") or platform.machine().lower() not in _LANDLOCK_MACHINES: return 0
+    if (
+        not sys.platform.startswith("linux")
+        or platform.machine().lower() not in _LANDLOCK_MACHINES
+    ):
+        return 0
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
-    return max(libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)), 0)  # LANDLOCK_CREATE_RULESET_VERSION
+    # LANDLOCK_CREATE_RULESET_VERSION
+    return max(libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)), 0)
 
-_SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev")  # libraries, settings, devices
+# libraries, settings, devices
+_SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev")
 _READ, _LIST = 1 << 2, 1 << 3   # Landlock's rights to read a file and to list a folder
 
 def _readable(hidden: List[str]) -> List[tuple]:
-    "(path, rights) of what a kernel may read besides its own folder: the system's libraries and settings, the Python installation and what is on `sys.path`, of the course's package only its code (never the solution notebooks it ships, nor the course's repository around an editable install); nothing in `hidden` (the submissions, the grades) or below it."
+    """(path, rights) of what a kernel may read besides its own folder: the system's libraries
+    and settings, the Python installation and what is on `sys.path`, of the course's package
+    only its code (never the solution notebooks it ships, nor the course's repository around
+    an editable install); nothing in `hidden` (the submissions, the grades) or below it."""
     hidden, rules = [Path(h).resolve() for h in hidden], []
     def grant(path):
         if any(h == path or h in path.parents for h in hidden): return
-        if not any(path in h.parents for h in hidden): rules.append((path, _READ | _LIST)); return
-        rules.append((path, _LIST))   # a folder above something hidden: listed, and each of its entries but that one granted
+        if not any(path in h.parents for h in hidden):
+            rules.append((path, _READ | _LIST)); return
+        # a folder above something hidden: listed, and each of its entries but that one granted
+        rules.append((path, _LIST))
         for child in sorted(path.iterdir()): grant(child)
-    places = [*_SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable), *filter(None, sys.path),
-              Path(__file__).parents[2]]   # where this package is, off sys.path under an editable install's import hook
+    # where this package is, off sys.path under an editable install's import hook
+    places = [
+        *_SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix,
+        os.path.dirname(sys.executable), *filter(None, sys.path),
+        Path(__file__).parents[2]
+    ]
     places = list(dict.fromkeys(Path(p).resolve() for p in places if os.path.exists(p)))
-    hidden += [(p / PACKAGE / "exercises").resolve() for p in places if (p / PACKAGE).is_dir()]  # the solution notebooks, wherever
-    for place in places:                                                                      # a place holds the package
-        if (place / PACKAGE).is_dir() and place.name not in ("site-packages", "dist-packages"):  # a repository (an editable
-            rules.append((place, _LIST)); grant((place / PACKAGE).resolve()); continue          # install): the package alone
+    # the solution notebooks, wherever
+    hidden += [(p / PACKAGE / "exercises").resolve() for p in places if (p / PACKAGE).is_dir()]
+    for place in places:  # a place holds the package
+        if (place / PACKAGE).is_dir() and place.name not in ("site-packages", "dist-packages"):
+            # a repository (an editable
+            # install): the package alone
+            rules.append((place, _LIST)); grant((place / PACKAGE).resolve()); continue
         grant(place)
     return rules
 
 def _landlock(writable: List[str], ports: List[int], readable: Optional[List[tuple]] = None):
-    "Confine this process and all it starts: writing, deleting and creating files only below `writable`; with `readable` ((path, rights) from `_readable`), reading only there and below `writable`; with ABI 4, TCP only to bind `ports`; with ABI 6, no signals to processes outside."
+    """Confine this process and all it starts: writing, deleting and creating files only below
+    `writable`; with `readable` ((path, rights) from `_readable`), reading only there and below
+    `writable`; with ABI 4, TCP only to bind `ports`; with ABI 6, no signals to processes
+    outside."""
     import ctypes
     abi, libc = landlock_abi(), ctypes.CDLL(None, use_errno=True)
     if abi < 1: raise OSError("Landlock is not available")
-    fs = (1 << 1) | (1 << 4) | (1 << 5) | sum(1 << b for b in range(6, 13))  # write a file, remove a dir or file, make any kind of file
-    fs |= (1 << 13 if abi >= 2 else 0) | (1 << 14 if abi >= 3 else 0)       # link or rename across dirs; truncate
-    fs |= (_READ | _LIST) if readable is not None else 0                     # read a file, list a folder
-    net, scoped = (0b11 if abi >= 4 else 0), (0b11 if abi >= 6 else 0)       # bind and connect TCP; abstract sockets and signals
-    class Ruleset(ctypes.Structure): _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
-    class Beneath(ctypes.Structure): _pack_, _fields_ = 1, [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
-    class Port(ctypes.Structure): _fields_ = [("allowed", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+    # write a file, remove a dir or file, make any kind of file
+    fs = (1 << 1) | (1 << 4) | (1 << 5) | sum(1 << b for b in range(6, 13))
+    # link or rename across dirs; truncate
+    fs |= (1 << 13 if abi >= 2 else 0) | (1 << 14 if abi >= 3 else 0)
+    fs |= (_READ | _LIST) if readable is not None else 0  # read a file, list a folder
+    # bind and connect TCP; abstract sockets and signals
+    net, scoped = (0b11 if abi >= 4 else 0), (0b11 if abi >= 6 else 0)
+    class Ruleset(ctypes.Structure):
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64),
+                    ("scoped", ctypes.c_uint64)]
+    class Beneath(ctypes.Structure):
+        _pack_, _fields_ = 1, [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
+    class Port(ctypes.Structure):
+        _fields_ = [("allowed", ctypes.c_uint64), ("port", ctypes.c_uint64)]
     def call(*args):
         r = libc.syscall(*args)
-        if r < 0: raise OSError(ctypes.get_errno(), f"landlock: {os.strerror(ctypes.get_errno())}")
+        if r < 0:
+            raise OSError(ctypes.get_errno(), f"landlock: {os.strerror(ctypes.get_errno())}")
         return r
-    ruleset = call(444, ctypes.byref(Ruleset(fs, net, scoped)), ctypes.c_size_t(8 if abi < 4 else 16 if abi < 6 else 24), ctypes.c_uint32(0))
+    ruleset = call(444, ctypes.byref(Ruleset(fs, net, scoped)),
+                   ctypes.c_size_t(8 if abi < 4 else 16 if abi < 6 else 24), ctypes.c_uint32(0))
     for path, rights in [*((p, fs) for p in writable), *(readable or [])]:
         try: fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         except OSError: continue   # a dangling link, a path gone meanwhile
-        allowed = rights if os.path.isdir(path) else rights & ((1 << 1) | _READ | (1 << 14 if abi >= 3 else 0))  # a file takes a file's rights
+        # a file takes a file's rights
+        allowed = rights if os.path.isdir(path) else rights & ((1 << 1) | _READ |
+                                                               (1 << 14 if abi >= 3 else 0))
         call(445, ruleset, 1, ctypes.byref(Beneath(allowed & fs, fd)), 0)
         os.close(fd)
-    for port in ports: call(445, ruleset, 2, ctypes.byref(Port(1, port)), 0)  # the kernel binds its own ports; it connects nowhere
-    if libc.prctl(38, 1, 0, 0, 0): raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")  # landlock_restrict_self needs it
+    # the kernel binds its own ports; it connects nowhere
+    for port in ports: call(445, ruleset, 2, ctypes.byref(Port(1, port)), 0)
+    # landlock_restrict_self needs it
+    if libc.prctl(38, 1, 0, 0, 0):
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     call(446, ruleset, 0)
     os.close(ruleset)
 
-_SECCOMP_ARCH = {"x86_64": (0xC000003E, 41, 425), "amd64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425), "arm64": (0xC00000B7, 198, 425)}
+_SECCOMP_ARCH = {
+    "x86_64": (0xC000003E, 41, 425), "amd64": (0xC000003E, 41, 425),
+    "aarch64": (0xC00000B7, 198, 425), "arm64": (0xC00000B7, 198, 425)
+}
 
 def _no_datagrams() -> bool:
-    "A seccomp filter on this process and all it starts: a socket fails with EACCES unless it is a Unix or netlink socket or a TCP stream (which Landlock confines), so no UDP, raw or packet socket sends anything; io_uring (which opens sockets past the filter) and system calls of another ABI are refused too. False where it cannot be set (not x86-64 or arm64 Linux)."
+    """A seccomp filter on this process and all it starts: a socket fails with EACCES unless it
+    is a Unix or netlink socket or a TCP stream (which Landlock confines), so no UDP, raw or
+    packet socket sends anything; io_uring (which opens sockets past the filter) and system
+    calls of another ABI are refused too. False where it cannot be set (not x86-64 or arm64
+    Linux)."""
     import ctypes, platform, struct
     arch = _SECCOMP_ARCH.get(platform.machine().lower())
     if not sys.platform.startswith("linux") or arch is None: return False
     audit, socket_nr, uring_nr = arch
-    LD, JEQ, JSET, AND, RET = 0x20, 0x15, 0x45, 0x54, 0x06   # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JSET|K, BPF_ALU|AND|K, BPF_RET|K
-    prog = [("", LD, None, None, 4), ("", JEQ, None, "deny", audit),        # seccomp_data: nr at 0, arch at 4, args from 16
-            ("", LD, None, None, 0), ("", JSET, "deny", None, 0x40000000), ("", JEQ, "deny", None, uring_nr),
-            ("", JEQ, None, "allow", socket_nr), ("", LD, None, None, 16),   # socket(domain, type, protocol)
-            ("", JEQ, "allow", None, 1), ("", JEQ, "allow", None, 16),       # AF_UNIX, AF_NETLINK
-            ("", JEQ, "inet", None, 2), ("", JEQ, "inet", "deny", 10),        # AF_INET, AF_INET6
-            ("inet", LD, None, None, 24), ("", AND, None, None, 0xF), ("", JEQ, None, "deny", 1),  # SOCK_STREAM, flags aside
-            ("", LD, None, None, 32), ("", JEQ, "allow", None, 0), ("", JEQ, "allow", "deny", 6),  # protocol 0 or IPPROTO_TCP
-            ("allow", RET, None, None, 0x7FFF0000), ("deny", RET, None, None, 0x00050000 | 13)]   # SECCOMP_RET_ALLOW, _ERRNO|EACCES
+    # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JSET|K, BPF_ALU|AND|K, BPF_RET|K
+    LD, JEQ, JSET, AND, RET = 0x20, 0x15, 0x45, 0x54, 0x06
+    # seccomp_data: nr at 0, arch at 4, args from 16
+    # SECCOMP_RET_ALLOW, _ERRNO|EACCES
+    prog = [
+        ("", LD, None, None, 4),
+        ("", JEQ, None, "deny", audit),
+        ("", LD, None, None, 0),
+        ("", JSET, "deny", None, 0x40000000),
+        ("", JEQ, "deny", None, uring_nr),
+        # socket(domain, type, protocol)
+        ("", JEQ, None, "allow", socket_nr),
+        ("", LD, None, None, 16),
+        ("", JEQ, "allow", None, 1),
+        ("", JEQ, "allow", None, 16),  # AF_UNIX, AF_NETLINK
+        ("", JEQ, "inet", None, 2),
+        ("", JEQ, "inet", "deny", 10),  # AF_INET, AF_INET6
+        # SOCK_STREAM, flags aside
+        ("inet", LD, None, None, 24),
+        ("", AND, None, None, 0xF),
+        ("", JEQ, None, "deny", 1),
+        # protocol 0 or IPPROTO_TCP
+        ("", LD, None, None, 32),
+        ("", JEQ, "allow", None, 0),
+        ("", JEQ, "allow", "deny", 6),
+        ("allow", RET, None, None, 0x7FFF0000),
+        ("deny", RET, None, None, 0x00050000 | 13),
+    ]
     at = {label: i for i, (label, *_) in enumerate(prog) if label}
     jump = lambda i, label: 0 if label is None else at[label] - i - 1
-    code = b"".join(struct.pack("HBBI", op, jump(i, t), jump(i, f), k) for i, (_, op, t, f, k) in enumerate(prog))
-    class Prog(ctypes.Structure): _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+    code = b"".join(
+        struct.pack("HBBI", op, jump(i, t), jump(i, f), k)
+        for i, (_, op, t, f, k) in enumerate(prog))
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(38, 1, 0, 0, 0): return False                                # PR_SET_NO_NEW_PRIVS
-    return libc.prctl(22, 2, ctypes.byref(Prog(len(prog), code)), 0, 0) == 0    # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    if libc.prctl(38, 1, 0, 0, 0): return False  # PR_SET_NO_NEW_PRIVS
+    # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    return libc.prctl(22, 2, ctypes.byref(Prog(len(prog), code)), 0, 0) == 0
 
 def _confine():
-    "The launcher of a grading kernel (`python -c ... KERNEL ARGV`): set the limits that $TT_CONFINE gives, confine reads and writes with Landlock when asked, then become the kernel."
+    """The launcher of a grading kernel (`python -c ... KERNEL ARGV`): set the limits that
+    $TT_CONFINE gives, confine reads and writes with Landlock when asked, then become the
+    kernel."""
     import resource
     config, argv = json.loads(os.environ.pop("TT_CONFINE")), sys.argv[1:]
     for name, value in config["rlimits"].items():
@@ -121,14 +195,17 @@ def _confine():
         if which is None: continue
         soft, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        try: resource.setrlimit(which, (value, value))  # the hard limit too: the student's code cannot raise it again
+        # the hard limit too: the student's code cannot raise it again
+        try: resource.setrlimit(which, (value, value))
         except (ValueError, OSError): pass
     if config["landlock"]:
         ports, readable = [], _readable(config.get("hidden", []))
         if "-f" in argv:
             with open(argv[argv.index("-f") + 1], encoding="utf-8") as f: info = json.load(f)
-            ports = [info[k] for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port") if k in info]
-            readable.append((argv[argv.index("-f") + 1], _READ))   # the kernel reads its connection file again
+            ports = [info[k] for k in ("shell_port", "iopub_port", "stdin_port", "control_port",
+                                       "hb_port") if k in info]
+            # the kernel reads its connection file again
+            readable.append((argv[argv.index("-f") + 1], _READ))
         _landlock(config["writable"], ports, readable)
         _no_datagrams()
     os.execv(argv[0], argv)
@@ -136,16 +213,29 @@ def _confine():
 def isolation(sandbox: bool = True) -> str:
     "What keeps a submission in its own folder on this machine, in words."
     abi = landlock_abi() if sandbox else 0
-    watch = "resident memory and processes watched through /proc" if os.path.isdir("/proc/self") else \
-            "no /proc: resident memory and processes are not watched, only the address space is limited"
+    watch = (
+        "resident memory and processes watched through /proc"
+        if os.path.isdir("/proc/self")
+        else (
+            "no /proc: resident memory and processes are not watched, only the address space is"
+            " limited"
+        )
+    )
     if not abi:
         why = "not available here" if sandbox else "turned off"
-        return f"no sandbox (Landlock is {why}): a kernel can write where the grader can; the submissions folder is put back as it was; {watch}"
+        return (
+            f"no sandbox (Landlock is {why}): a kernel can write where the grader can; the"
+            f" submissions folder is put back as it was; {watch}"
+        )
     import platform
     udp = sys.platform.startswith("linux") and platform.machine().lower() in _SECCOMP_ARCH
-    return (f"Landlock ABI {abi}: each kernel reads only its own folder, the system's libraries and settings, the Python installation and the package's code, "
-            "writes only in its own folder" + (", opens no TCP connection" if abi >= 4 else "") + (", sends no UDP (seccomp)" if udp else "")
-            + (", signals no process outside" if abi >= 6 else "") + f"; what it leaves running is ended with it; {watch}")
+    return (f"Landlock ABI {abi}: each kernel reads only its own folder, the system's "
+            "libraries and settings, the Python installation and the package's code, "
+            "writes only in its own folder" +
+            (", opens no TCP connection" if abi >= 4 else "") +
+            (", sends no UDP (seccomp)" if udp else "") +
+            (", signals no process outside" if abi >= 6 else "")
+            + f"; what it leaves running is ended with it; {watch}")
 
 # %% ../../nbs/15f_grading_sandbox.ipynb #73da6884
 def _processes():
@@ -165,14 +255,19 @@ def _kill_session(sid):
     for _ in range(100):
         try: os.killpg(sid, signal.SIGKILL)
         except OSError: pass
-        left = [pid for pid, s, _, state in _processes() if s == sid and state != "Z"] if os.path.isdir("/proc/self") else []
+        left = (
+            [pid for pid, s, _, state in _processes() if s == sid and state != "Z"]
+            if os.path.isdir("/proc/self")
+            else []
+        )
         if not left: return
         for pid in left:
             try: os.kill(pid, signal.SIGKILL)
             except OSError: pass
 
 def _sweep(token):
-    "Kill every process whose environment holds the grading token: what a submission started and left behind, even in another session."
+    """Kill every process whose environment holds the grading token: what a submission started
+    and left behind, even in another session."""
     import signal
     if not os.path.isdir("/proc/self"): return
     mark = f"TT_GRADING={token}".encode()
@@ -188,19 +283,24 @@ def _sweep(token):
                 except OSError: pass
         if not found: return
 
-_BEFORE, _RUNNING = set(), set()   # the children this process had before grading (never swept); the tokens of the kernels running
+# the children this process had before grading (never swept); the tokens of the kernels running
+_BEFORE, _RUNNING = set(), set()
 _VERDICT_MARK = os.urandom(8).hex()  # in the environment of the grader's verdict processes
 _REAPING = {"count": 0, "lock": threading.Lock()}
 
 @contextmanager
 def _reaping():
-    "While grading runs, this process is the subreaper of all it starts (Linux's PR_SET_CHILD_SUBREAPER): a process a kernel left behind, in a session of its own and with an empty environment, becomes this process's child when its parent ends, and `_end_orphans` ends it."
+    """While grading runs, this process is the subreaper of all it starts (Linux's
+    PR_SET_CHILD_SUBREAPER): a process a kernel left behind, in a session of its own and with an
+    empty environment, becomes this process's child when its parent ends, and `_end_orphans`
+    ends it."""
     import ctypes
     linux = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
     with _REAPING["lock"]:
         _REAPING["count"] += 1
         if linux and _REAPING["count"] == 1:
-            _BEFORE.update(pid for pid, ppid in _parents() if ppid == os.getpid())   # children of the teacher's own: kept
+            # children of the teacher's own: kept
+            _BEFORE.update(pid for pid, ppid in _parents() if ppid == os.getpid())
             ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
     try: yield
     finally:
@@ -226,15 +326,26 @@ def _environ(pid):
     except OSError: return b""
 
 def _end_orphans(final=False):
-    "SIGKILL every child of this process that it did not start itself (what a kernel left behind, handed to this subreaper), then what they started, until none is left; each is reaped. Until the `final` sweep, a verdict process, a running kernel (its token in its environment) and a child not yet started (this process's own environment) are kept."
+    """SIGKILL every child of this process that it did not start itself (what a kernel left
+    behind, handed to this subreaper), then what they started, until none is left; each is
+    reaped. Until the `final` sweep, a verdict process, a running kernel (its token in its
+    environment) and a child not yet started (this process's own environment) are kept."""
     import signal
     if not os.path.isdir("/proc/self"): return
     def mine(pid):
         env = _environ(pid)
-        return env == _environ("self") or any(m in env.split(b"\0") for m in
-                                                [f"TT_VERDICT={_VERDICT_MARK}".encode(), *(f"TT_GRADING={t}".encode() for t in list(_RUNNING))])
+        return env == _environ("self") or any(
+            m in env.split(b"\0")
+            for m in [
+                f"TT_VERDICT={_VERDICT_MARK}".encode(),
+                *(f"TT_GRADING={t}".encode() for t in list(_RUNNING)),
+            ]
+        )
     for _ in range(100):
-        left = [pid for pid, ppid in _parents() if ppid == os.getpid() and pid not in _BEFORE and (final or not mine(pid))]
+        left = [
+            pid for pid, ppid in _parents()
+            if ppid == os.getpid() and pid not in _BEFORE and (final or not mine(pid))
+        ]
         if not left: return
         for pid in left:
             try: os.kill(pid, signal.SIGKILL)
@@ -244,22 +355,27 @@ def _end_orphans(final=False):
             except ChildProcessError: pass
 
 def _proportional(pid):
-    "The proportional resident memory of `pid` (Pss, bytes): a page it shares with n processes counts 1/n, so forked children do not count their parent again."
+    """The proportional resident memory of `pid` (Pss, bytes): a page it shares with n processes
+    counts 1/n, so forked children do not count their parent again."""
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
             return next(int(line.split()[1]) << 10 for line in f if line.startswith(b"Pss:"))
     except (OSError, StopIteration, ValueError): return 0
 
 class _Watch(threading.Thread):
-    "Every 50 ms, the processes of a kernel's session and their resident memory; past a limit, the session is killed and `breach` says why."
+    """Every 50 ms, the processes of a kernel's session and their resident memory; past a limit,
+    the session is killed and `breach` says why."""
     def __init__(self, sid, limits):
         super().__init__(daemon=True)
         self.sid, self.limits, self.breach, self.stop = sid, limits, None, threading.Event()
     def run(self):
         while not self.stop.wait(0.05):
-            mine = [(pid, rss) for pid, s, rss, state in _processes() if s == self.sid and state != "Z"]
-            if len(mine) > self.limits.processes: self.breach = f"ran more than {self.limits.processes} processes at once"
-            elif sum(rss for _, rss in mine) > self.limits.memory and sum(_proportional(pid) for pid, _ in mine) > self.limits.memory:
+            mine = [(pid, rss) for pid, s, rss, state in _processes()
+                    if s == self.sid and state != "Z"]
+            if len(mine) > self.limits.processes:
+                self.breach = f"ran more than {self.limits.processes} processes at once"
+            elif sum(rss for _, rss in mine) > self.limits.memory and sum(
+                    _proportional(pid) for pid, _ in mine) > self.limits.memory:
                 self.breach = f"used more than {_size(self.limits.memory)} of resident memory"
             if self.breach:
                 _kill_session(self.sid)

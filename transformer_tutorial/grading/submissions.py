@@ -19,25 +19,33 @@ PACKAGE = "transformer_tutorial"
 
 @dataclass
 class Exercise:
-    "One exercise notebook as the grader knows it: its check cells (grade id -> source, points), and what its solution cells define."
+    """One exercise notebook as the grader knows it: its check cells (grade id -> source,
+    points), and what its solution cells define."""
     name: str
     checks: Dict[str, tuple]
     names: List[str]
     solutions: List[str]
 
 def _nbgrader(cell) -> dict:
-    "A cell's nbgrader metadata; {} where it is missing or not a mapping (a hand-edited notebook)."
+    """A cell's nbgrader metadata; {} where it is missing or not a mapping (a hand-edited
+    notebook)."""
     m = cell.metadata.get("nbgrader")
     return m if isinstance(m, dict) else {}
 
 def _solution_cells(nb):
     "The code of the cells nbgrader marks as solutions."
-    return [c.source for c in nb.cells if c.cell_type == "code" and _nbgrader(c).get("solution")]
+    return [
+        c.source for c in nb.cells if c.cell_type == "code" and _nbgrader(c).get("solution")
+    ]
 
 def _grade_cells(nb):
-    "grade id -> cell of each graded, non-solution cell (the check cells); a grade id that is not a string names no check."
-    return {m["grade_id"]: c for c in nb.cells if c.cell_type == "code"
-            for m in [_nbgrader(c)] if m.get("grade") and not m.get("solution") and isinstance(m.get("grade_id"), str)}
+    """grade id -> cell of each graded, non-solution cell (the check cells); a grade id that is
+    not a string names no check."""
+    return {
+        m["grade_id"]: c
+        for c in nb.cells if c.cell_type == "code" for m in [_nbgrader(c)]
+        if m.get("grade") and not m.get("solution") and isinstance(m.get("grade_id"), str)
+    }
 
 def course_exercises(source: Optional[Union[str, Path]] = None) -> Dict[str, Exercise]:
     "The exercises of the notebooks in `source` (default: the course's own), by notebook name."
@@ -46,67 +54,102 @@ def course_exercises(source: Optional[Union[str, Path]] = None) -> Dict[str, Exe
     for path in sorted(Path(source or exercise_folder()).glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         solutions = _solution_cells(nb)
-        names = [d.name for s in solutions for d in ast.parse(s).body if isinstance(d, (ast.FunctionDef, ast.ClassDef))]
-        checks = {gid: (c.source, float(c.metadata["nbgrader"].get("points", 1))) for gid, c in _grade_cells(nb).items()}
+        names = [
+            d.name for s in solutions for d in ast.parse(s).body
+            if isinstance(d, (ast.FunctionDef, ast.ClassDef))
+        ]
+        checks = {
+            gid: (c.source, float(c.metadata["nbgrader"].get("points", 1)))
+            for gid, c in _grade_cells(nb).items()
+        }
         out[path.stem] = Exercise(path.stem, checks, names, solutions)
     return out
 
 # %% ../../nbs/15a_grading.ipynb #07147121
 LAYOUTS = "STUDENT/EXERCISE.ipynb, or nbgrader's submitted/STUDENT/ASSIGNMENT/EXERCISE.ipynb"
 IGNORED = {"timestamp.txt"}  # what nbgrader's collect puts beside each submission
-TOOLS = {".ipynb_checkpoints", ".git", ".svn", ".hg", "__MACOSX", "__pycache__", ".Trash", ".Trashes"}  # folders tools make, never a student
+# folders tools make, never a student
+TOOLS = {".ipynb_checkpoints", ".git", ".svn", ".hg", "__MACOSX", "__pycache__", ".Trash",
+         ".Trashes"}
 
 def _visible(path, root):
-    "False for what tools leave (.ipynb_checkpoints, __MACOSX), hidden files (.DS_Store) and hidden folders inside a student's; a student folder may start with a dot."
+    """False for what tools leave (.ipynb_checkpoints, __MACOSX), hidden files (.DS_Store) and
+    hidden folders inside a student's; a student folder may start with a dot."""
     parts = path.relative_to(root).parts
-    return not (set(parts) & TOOLS or parts[-1].startswith(".") or any(p.startswith(".") for p in parts[1:-1]))
+    return not (set(parts) & TOOLS or parts[-1].startswith(".")
+                or any(p.startswith(".") for p in parts[1:-1]))
 
 def _files(top):
-    "Every file below `top` and every symbolic link (to a file or a folder, which is not entered), as paths below `top`."
+    """Every file below `top` and every symbolic link (to a file or a folder, which is not
+    entered), as paths below `top`."""
     for here, dirs, files in os.walk(top):
         links = [d for d in dirs if os.path.islink(os.path.join(here, d))]
         dirs[:] = sorted(d for d in dirs if d not in links)
         yield from (Path(here, name) for name in [*files, *links])
 
 def find_submissions(folder: Union[str, Path]) -> tuple:
-    "The (student, notebook path) pairs under `folder`, a symbolic link among them too (the grader refuses it), and one line for each thing there that is not a submission."
+    """The (student, notebook path) pairs under `folder`, a symbolic link among them too (the
+    grader refuses it), and one line for each thing there that is not a submission."""
     folder = Path(folder)
-    if not folder.is_dir(): raise FileNotFoundError(f"no submissions folder at {folder}: give the folder that holds {LAYOUTS}")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no submissions folder at {folder}: give the folder "
+                                f"that holds {LAYOUTS}")
     top = folder / "submitted" if (folder / "submitted").is_dir() else folder
     found, problems = [], []
     for path in sorted(p for p in _files(top) if _visible(p, top) and p.name not in IGNORED):
         rel, depth = path.relative_to(folder), len(path.relative_to(top).parts)
-        if path.is_symlink() and depth == 1: found.append((path.name, path))   # a student folder that is a link
-        elif path.suffix != ".ipynb": problems.append(f"{rel}: not a notebook (.ipynb), skipped")
-        elif depth not in (2, 3): problems.append(f"{rel}: not where a submission goes ({LAYOUTS}), skipped")
+        # a student folder that is a link
+        if path.is_symlink() and depth == 1: found.append((path.name, path))
+        elif path.suffix != ".ipynb":
+            problems.append(f"{rel}: not a notebook (.ipynb), skipped")
+        elif depth not in (2, 3):
+            problems.append(f"{rel}: not where a submission goes ({LAYOUTS}), skipped")
         else: found.append((path.relative_to(top).parts[0], path))
     if not found: raise ValueError(f"no submissions in {folder}: expected {LAYOUTS}")
     return found, problems + _same_students({s for s, _ in found})
 
 def _same_students(students):
-    "One line for each group of student folders whose names differ only in case or surrounding spaces."
+    """One line for each group of student folders whose names differ only in case or surrounding
+    spaces."""
     groups = {}
     for s in sorted(students): groups.setdefault(s.strip().casefold(), []).append(s)
-    return [f"student folders {', '.join(map(repr, g))} look like one student: each is graded under its own name; merge them "
+    return [f"student folders {', '.join(map(repr, g))} look like one student: each is graded "
+            "under its own name; merge them "
             "by hand if they are" for g in groups.values() if len(g) > 1]
 
 def identify(nb, path: Path, exercises: Dict[str, Exercise]) -> tuple:
-    "The exercise the notebook is (by its check cells' grade ids, else by its file name), and a line when that needs saying."
+    """The exercise the notebook is (by its check cells' grade ids, else by its file name), and
+    a line when that needs saying."""
     ids = set(_grade_cells(nb))
     by_checks = max(exercises, key=lambda n: len(ids & set(exercises[n].checks)))
     if ids & set(exercises[by_checks].checks):
-        return by_checks, None if path.stem == by_checks else f"holds exercise {by_checks} (by its check cells): graded as {by_checks}"
-    if path.stem in exercises: return path.stem, f"has no check cells of {path.stem} (deleted?): each counts 0"
-    return None, f"no check cells, and its name is none of the exercises' ({', '.join(exercises)}): skipped"
+        return by_checks, (
+            None
+            if path.stem == by_checks
+            else f"holds exercise {by_checks} (by its check cells): graded as {by_checks}"
+        )
+    if path.stem in exercises:
+        return path.stem, f"has no check cells of {path.stem} (deleted?): each counts 0"
+    return (
+        None,
+        (
+            f"no check cells, and its name is none of the exercises' ({', '.join(exercises)}):"
+            " skipped"
+        ),
+    )
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 def printable(text: str) -> str:
-    "`text` as a terminal may show it: each control character (an escape sequence's start, a carriage return, a bell) as `?`."
+    """`text` as a terminal may show it: each control character (an escape sequence's start, a
+    carriage return, a bell) as `?`."""
     return _CONTROL.sub("?", str(text))
 
-def hand_in(notebook: Union[str, Path], folder: Union[str, Path], student: str, changes: Optional[dict] = None) -> Path:
-    "Write `student`'s copy of the handed-out `notebook` into `folder/student/`, as a class folder holds it: `changes` maps a cell's first line to its new code (None deletes the cell). For trying the grader on a class of one's own making."
+def hand_in(notebook: Union[str, Path], folder: Union[str, Path], student: str,
+            changes: Optional[dict] = None) -> Path:
+    """Write `student`'s copy of the handed-out `notebook` into `folder/student/`, as a class
+    folder holds it: `changes` maps a cell's first line to its new code (None deletes the cell).
+    For trying the grader on a class of one's own making."""
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
     for c in nb["cells"]:
         first = "".join(c["source"]).split("\n")[0]

@@ -13,11 +13,15 @@ from .submissions import PACKAGE
 
 # %% ../../nbs/15c_grading_tampering.ipynb #c616f704
 def _bindings(trees):
-    "name -> dotted path of what it holds, for every import in `trees` (`import torch.nn.functional as F` -> F: torch.nn.functional)."
+    """name -> dotted path of what it holds, for every import in `trees` (`import
+    torch.nn.functional as F` -> F: torch.nn.functional)."""
     bound = {}
     for node in (n for t in trees for n in ast.walk(t)):
         if isinstance(node, ast.Import):
-            for a in node.names: bound[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            for a in node.names:
+                bound[a.asname or a.name.split(".")[0]] = (
+                    a.name if a.asname else a.name.split(".")[0]
+                )
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for a in node.names: bound[a.asname or a.name] = f"{node.module}.{a.name}"
     return _aliases(trees, bound)
@@ -29,147 +33,252 @@ def _is_module(path):
     except (ImportError, ValueError, AttributeError): return False
 
 def _root(node):
-    "The expression a chain of attributes, subscripts and calls starts from: `a` in `a.b[0].c()`."
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)): node = node.func if isinstance(node, ast.Call) else node.value
+    """The expression a chain of attributes, subscripts and calls starts from: `a` in
+    `a.b[0].c()`."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
     return node
 
 def _under(path, families):
-    "True when the dotted `path` is one of `families` or below one: `os.spawnv` is below `os.spawn`, `subprocess.run` below `subprocess`."
-    return any(path == f or path.startswith(f + ".") or (f.startswith("os.") and path.startswith(f)) for f in families)
+    """True when the dotted `path` is one of `families` or below one: `os.spawnv` is below
+    `os.spawn`, `subprocess.run` below `subprocess`."""
+    return any(
+        path == f or path.startswith(f + ".") or (f.startswith("os.") and path.startswith(f))
+        for f in families)
 
 _EXITS = ("exit", "quit", "sys.exit", "os._exit", "os.abort", "os.kill", "os.killpg", "signal")
-_PROCESSES = ("os.fork", "os.forkpty", "os.system", "os.popen", "os.spawn", "os.exec", "os.posix_spawn", "subprocess", "multiprocessing",
-              "pty", "concurrent.futures.ProcessPoolExecutor", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell")
-_DYNAMIC = ("exec", "eval", "compile", "__import__", "importlib", "ctypes", "runpy", "pickle.load", "pickle.loads", "marshal.loads",
-            "types.FunctionType", "types.CodeType", "gc.get_referrers", "gc.get_referents", "gc.get_objects",
+_PROCESSES = ("os.fork", "os.forkpty", "os.system", "os.popen", "os.spawn", "os.exec",
+              "os.posix_spawn", "subprocess", "multiprocessing", "pty",
+              "concurrent.futures.ProcessPoolExecutor", "asyncio.create_subprocess_exec",
+              "asyncio.create_subprocess_shell")
+_DYNAMIC = ("exec", "eval", "compile", "__import__", "importlib", "ctypes", "runpy",
+            "pickle.load", "pickle.loads", "marshal.loads", "types.FunctionType",
+            "types.CodeType", "gc.get_referrers", "gc.get_referents", "gc.get_objects",
             "sys._getframe", "inspect.currentframe", "inspect.stack")
-_FILES = ("os.remove", "os.unlink", "os.rename", "os.replace", "os.rmdir", "os.removedirs", "os.truncate", "os.chmod", "os.symlink",
-          "os.link", "os.utime", "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.copytree",
-          "shutil.move", "shutil.rmtree", "shutil.make_archive", "shutil.unpack_archive", "torch.save", "numpy.save", "numpy.savez",
-          "tempfile.NamedTemporaryFile", "tempfile.TemporaryFile", "tempfile.SpooledTemporaryFile", "tempfile.mkstemp")
+_FILES = ("os.remove", "os.unlink", "os.rename", "os.replace", "os.rmdir", "os.removedirs",
+          "os.truncate", "os.chmod", "os.symlink", "os.link", "os.utime", "shutil.copy",
+          "shutil.copy2", "shutil.copyfile", "shutil.copymode", "shutil.copystat",
+          "shutil.copytree", "shutil.move", "shutil.rmtree", "shutil.make_archive",
+          "shutil.unpack_archive", "torch.save", "numpy.save", "numpy.savez",
+          "tempfile.NamedTemporaryFile", "tempfile.TemporaryFile",
+          "tempfile.SpooledTemporaryFile", "tempfile.mkstemp")
 _OPENERS = ("open", "io.open", "os.open", "io.FileIO", "os.fdopen")
-_FILE_METHODS = {"write_text", "write_bytes", "unlink", "touch", "symlink_to", "hardlink_to", "rmdir"}
-_HOOKS = {"set_custom_exc", "input_transformers_cleanup", "input_transformers_post", "ast_transformers", "excepthook", "displayhook",
-          "settrace", "setprofile", "addaudithook", "showtraceback", "custom_exceptions", "register_magic_function",
-          "input_transformer_manager", "cleanup_transforms", "line_transforms", "token_transformers", "display_formatter",
-          "formatters", "for_type", "for_type_by_name", "run_cell", "run_cell_async", "run_ast_nodes", "run_code"}
-_INTERNALS = {"__code__", "__closure__", "__globals__", "__defaults__", "__kwdefaults__", "cell_contents", "f_locals", "f_globals",
-              "f_back", "tb_frame", "gi_frame", "__subclasses__"}
+_FILE_METHODS = {"write_text", "write_bytes", "unlink", "touch", "symlink_to", "hardlink_to",
+                 "rmdir"}
+_HOOKS = {
+    "set_custom_exc", "input_transformers_cleanup", "input_transformers_post",
+    "ast_transformers", "excepthook", "displayhook", "settrace", "setprofile", "addaudithook",
+    "showtraceback", "custom_exceptions", "register_magic_function",
+    "input_transformer_manager", "cleanup_transforms", "line_transforms", "token_transformers",
+    "display_formatter", "formatters", "for_type", "for_type_by_name", "run_cell",
+    "run_cell_async", "run_ast_nodes", "run_code"
+}
+_INTERNALS = {
+    "__code__", "__closure__", "__globals__", "__defaults__", "__kwdefaults__", "cell_contents",
+    "f_locals", "f_globals", "f_back", "tb_frame", "gi_frame", "__subclasses__"
+}
 _SHELL = re.compile(r"^\s*(!|%%?(bash|sh|script|system|sx|writefile)\b)")
 _NAMESPACES = ("globals", "locals", "vars")
-_REACHABLE = ("os", "sys", "builtins", "io", "shutil", "signal", "subprocess", "gc", "inspect", "importlib", "ctypes", PACKAGE)
+_REACHABLE = ("os", "sys", "builtins", "io", "shutil", "signal", "subprocess", "gc", "inspect",
+              "importlib", "ctypes", PACKAGE)
 
 class _Plain(ast.NodeTransformer):
-    "`getattr(x, 'name')` written as `x.name` (and `setattr`/`delattr` with a constant name as an assignment), so that the flags see through them."
+    """`getattr(x, 'name')` written as `x.name` (and `setattr`/`delattr` with a constant name as
+    an assignment), so that the flags see through them."""
     def visit_Call(self, node):
         self.generic_visit(node)
         f, a = node.func, node.args
-        if isinstance(f, ast.Name) and f.id == "getattr" and len(a) >= 2 and isinstance(a[1], ast.Constant) and isinstance(a[1].value, str):
-            return ast.copy_location(ast.Attribute(value=a[0], attr=a[1].value, ctx=ast.Load()), node)
+        if isinstance(f, ast.Name) and f.id == "getattr" and len(a) >= 2 and isinstance(
+                a[1], ast.Constant) and isinstance(a[1].value, str):
+            return ast.copy_location(ast.Attribute(value=a[0], attr=a[1].value, ctx=ast.Load()),
+                                     node)
         return node
 
 def _writes(call, at=1):
-    "True when a call that opens a file asks for a mode that writes (w, a, x or +), or one the code computes; `at`: where its mode argument is."
-    mode = call.args[at] if len(call.args) > at else next((k.value for k in call.keywords if k.arg in ("mode", "flags")), None)
-    return mode is not None and not (isinstance(mode, ast.Constant) and isinstance(mode.value, str) and not set(mode.value) & set("wax+"))
+    """True when a call that opens a file asks for a mode that writes (w, a, x or +), or one the
+    code computes; `at`: where its mode argument is."""
+    mode = call.args[at] if len(call.args) > at else next(
+        (k.value for k in call.keywords if k.arg in ("mode", "flags")), None)
+    return mode is not None and not (
+        isinstance(mode, ast.Constant)
+        and isinstance(mode.value, str)
+        and not set(mode.value) & set("wax+")
+    )
 
 def _patched(target, bound):
-    "What an assignment to `target` (or setattr on it) changes, when it is a module or class it must not: the package, torch, builtins, sys.modules."
+    """What an assignment to `target` (or setattr on it) changes, when it is a module or class
+    it must not: the package, torch, builtins, sys.modules."""
     if not isinstance(target, (ast.Attribute, ast.Subscript)): return None
     root = _root(target)
-    if isinstance(root, ast.Call) and isinstance(root.func, ast.Name) and root.func.id in _NAMESPACES and root.args: root = root.args[0]
+    if isinstance(root, ast.Call) and isinstance(
+            root.func, ast.Name) and root.func.id in _NAMESPACES and root.args:
+        root = root.args[0]
     where, chain = _path(root, bound), _path(target.value, bound)
     top = where.split(".")[0]
     if top == PACKAGE: return "patches the course's package"
-    if top == "torch": return None if chain.startswith("torch.backends") else "patches torch"  # torch.backends.* are settings, not code
+    # torch.backends.* are settings, not code
+    if top == "torch": return None if chain.startswith("torch.backends") else "patches torch"
     if top in ("builtins", "__builtins__"): return "patches Python's builtins"
     if chain == "sys.modules": return "changes sys.modules"
-    if chain in ("sys.path", "sys.meta_path", "sys.path_hooks") or where.startswith(("sys.path", "sys.meta_path")):
+    if chain in ("sys.path", "sys.meta_path", "sys.path_hooks") or where.startswith(
+        ("sys.path", "sys.meta_path")):
         return "changes where Python finds modules"
-    if isinstance(target, ast.Attribute) and target.attr.startswith("__") and target.attr.endswith("__") and target.attr not in _INTERNALS:
-        return "patches a special method"   # `__code__` and its kind are flagged as the interpreter's internals
-    if isinstance(target, ast.Attribute) and isinstance(root, ast.Name) and root.id in bound: return "patches a module it imported"
+    if isinstance(target, ast.Attribute) and target.attr.startswith(
+            "__") and target.attr.endswith("__") and target.attr not in _INTERNALS:
+        # `__code__` and its kind are flagged as the interpreter's internals
+        return "patches a special method"
+    if isinstance(target, ast.Attribute) and isinstance(root, ast.Name) and root.id in bound:
+        return "patches a module it imported"
     return None
 
 def tampering(sources: List[str], checks: List[str]) -> List[str]:
-    "What `sources` do to the grading rather than to the exercise, one line each with its code: rebind one of the `checks`, patch the package, torch, builtins or `sys.modules`, hook IPython or the interpreter, end or start processes, run code built at run time or reach into the interpreter, write files."
+    """What `sources` do to the grading rather than to the exercise, one line each with its
+    code: rebind one of the `checks`, patch the package, torch, builtins or `sys.modules`,
+    hook IPython or the interpreter, end or start processes, run code built at run time or
+    reach into the interpreter, write files."""
     found = []
     def flag(what, node, lines):
-        line = lines[node.lineno - 1].strip() if 0 < getattr(node, "lineno", 0) <= len(lines) else ""
+        line = (
+            lines[node.lineno - 1].strip()
+            if 0 < getattr(node, "lineno", 0) <= len(lines)
+            else ""
+        )
         found.append(f"{what}: `{line[:100]}`")
     for source in sources:
-        found += [f"runs shell commands or writes files from a magic: `{l.strip()[:100]}`" for l in source.splitlines() if _SHELL.match(l)]
+        found += [
+            f"runs shell commands or writes files from a magic: `{l.strip()[:100]}`"
+            for l in source.splitlines() if _SHELL.match(l)
+        ]
     trees = [(_Plain().visit(t), s.splitlines()) for s in sources for t in [_code(s)] if t]
     bound = _bindings([t for t, _ in trees])
     for tree, lines in trees:
         for node in ast.walk(tree):
             names = []  # the names this statement binds
-            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)): names = [node.id]
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): names = [node.name]
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                names = [node.id]
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
             elif isinstance(node, (ast.Global, ast.Nonlocal)): names = node.names
-            elif isinstance(node, ast.Import): names = [a.asname or a.name.split(".")[0] for a in node.names]
-            elif isinstance(node, ast.ImportFrom):  # the course's own check under its own name is what the notebook does
-                names = [a.asname or a.name for a in node.names if not ((node.module or "").startswith(f"{PACKAGE}.checks")
-                                                                          and (a.asname or a.name) == a.name)]
+            elif isinstance(node, ast.Import):
+                names = [a.asname or a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                # the course's own check under its own name is what the notebook does
+                names = [
+                    a.asname or a.name for a in node.names
+                    if not ((node.module or "").startswith(f"{PACKAGE}.checks") and
+                            (a.asname or a.name) == a.name)
+                ]
             for n in names:
                 if n in checks: flag(f"rebinds the check {n}", node, lines)
-            targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
-                       [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
-            if isinstance(node, ast.Call) and _path(node.func, bound) in ("setattr", "delattr") and node.args:
-                name = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else "_"
+            targets = (
+                node.targets
+                if isinstance(node, (ast.Assign, ast.Delete))
+                else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            )
+            if isinstance(node, ast.Call) and _path(
+                    node.func, bound) in ("setattr", "delattr") and node.args:
+                name = node.args[1].value if len(node.args) > 1 and isinstance(
+                    node.args[1], ast.Constant) else "_"
                 targets = [ast.Attribute(value=node.args[0], attr=str(name), ctx=ast.Store())]
-                if name in _INTERNALS or name in _HOOKS: flag("reaches into the interpreter's internals", node, lines)
+                if name in _INTERNALS or name in _HOOKS:
+                    flag("reaches into the interpreter's internals", node, lines)
             for t in targets:
-                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Call) and isinstance(t.value.func, ast.Name) \
-                        and t.value.func.id in _NAMESPACES and isinstance(t.slice, ast.Constant) and t.slice.value in checks:
+                if (
+                    isinstance(t, ast.Subscript)
+                    and isinstance(t.value, ast.Call)
+                    and isinstance(t.value.func, ast.Name)
+                    and t.value.func.id in _NAMESPACES
+                    and isinstance(t.slice, ast.Constant)
+                    and t.slice.value in checks
+                ):
                     flag(f"rebinds the check {t.slice.value}", node, lines)
                 what = _patched(t, bound)
                 if what: flag(what, node, lines)
             if isinstance(node, ast.Subscript) and _path(node.value, bound) == "sys.modules":
                 flag("reaches a module through sys.modules", node, lines)
             if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                    _under(m, (f"{PACKAGE}.grading",)) for m in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])):
+                _under(m, (f"{PACKAGE}.grading",))
+                for m in (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                )
+            ):
                 flag("reaches into the grader", node, lines)
             if isinstance(node, ast.Call):
                 path = _path(node.func, bound)
                 path = path[len("builtins."):] if path.startswith("builtins.") else path
                 method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
-                if any(_path(a, bound).split(".")[0] == PACKAGE and _is_module(_path(a, bound))
-                       for a in [*node.args, *(k.value for k in node.keywords)] if isinstance(a, (ast.Name, ast.Attribute))):
+                if any(
+                        _path(a, bound).split(".")[0] == PACKAGE and _is_module(_path(a, bound))
+                        for a in [*node.args, *(k.value for k in node.keywords)]
+                        if isinstance(a, (ast.Name, ast.Attribute))):
                     flag("hands a module of the course's package to other code", node, lines)
                 if _under(path, _EXITS): flag("ends or signals a process", node, lines)
                 elif _under(path, _PROCESSES): flag("starts processes", node, lines)
-                elif _under(path, _DYNAMIC): flag("runs code built at run time, or reaches into the interpreter", node, lines)
-                elif (path in _OPENERS and _writes(node)) or _under(path, _FILES) or method in _FILE_METHODS or \
-                        (method == "open" and path not in _OPENERS and _writes(node, 0)):   # Path.open("w")
+                elif _under(path, _DYNAMIC):
+                    flag("runs code built at run time, or reaches into the interpreter", node,
+                         lines)
+                elif (
+                    (path in _OPENERS and _writes(node))
+                    or _under(path, _FILES)
+                    or method in _FILE_METHODS
+                    or (method == "open" and path not in _OPENERS and _writes(node, 0))
+                ):
+                    # Path.open("w")
                     flag("writes or deletes files", node, lines)
-                elif path.startswith("sys.modules.") and method not in ("get", "keys", "values", "items", "copy"):
+                elif path.startswith("sys.modules.") and method not in ("get", "keys", "values",
+                                                                      "items", "copy"):
                     flag("changes sys.modules", node, lines)
-                elif path == "sys.modules.get": flag("reaches a module through sys.modules", node, lines)
-                elif path.startswith(("sys.path.", "sys.meta_path.", "sys.path_hooks.")) and method not in ("index", "count", "copy"):
+                elif path == "sys.modules.get":
+                    flag("reaches a module through sys.modules", node, lines)
+                elif path.startswith(
+                    ("sys.path.", "sys.meta_path.", "sys.path_hooks.")
+                ) and method not in ("index", "count", "copy"):
                     flag("changes where Python finds modules", node, lines)
                 elif path == "globals" or path in ("vars", "locals") and not node.args:
-                    flag("reaches a namespace by hand (globals(), vars(), __dict__, user_ns)", node, lines)
-                elif path in ("getattr", "setattr", "delattr") and len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant) and \
-                        (_path(_root(node.args[0]), bound).split(".")[0] in _REACHABLE or _path(_root(node.args[0]), bound) == "get_ipython"):
+                    flag("reaches a namespace by hand (globals(), vars(), __dict__, user_ns)",
+                         node, lines)
+                elif (
+                    path in ("getattr", "setattr", "delattr")
+                    and len(node.args) >= 2
+                    and not isinstance(node.args[1], ast.Constant)
+                    and (
+                        _path(_root(node.args[0]), bound).split(".")[0] in _REACHABLE
+                        or _path(_root(node.args[0]), bound) == "get_ipython"
+                    )
+                ):
                     flag("reaches an attribute by a name built at run time", node, lines)
-                elif method == "register" and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "events":
+                elif method == "register" and isinstance(
+                        node.func.value, ast.Attribute) and node.func.value.attr == "events":
                     flag("installs an IPython or interpreter hook", node, lines)
-            elif isinstance(node, ast.Attribute) and node.attr in _HOOKS: flag("installs an IPython or interpreter hook", node, lines)
-            elif isinstance(node, ast.Attribute) and node.attr in ("__dict__", "user_ns", "user_global_ns"):
-                flag("reaches a namespace by hand (globals(), vars(), __dict__, user_ns)", node, lines)
-            elif (isinstance(node, ast.Attribute) and node.attr in _INTERNALS) or (isinstance(node, ast.Name) and node.id == "__builtins__"):
+            elif isinstance(node, ast.Attribute) and node.attr in _HOOKS:
+                flag("installs an IPython or interpreter hook", node, lines)
+            elif isinstance(node, ast.Attribute) and node.attr in ("__dict__", "user_ns",
+                                                                 "user_global_ns"):
+                flag("reaches a namespace by hand (globals(), vars(), __dict__, user_ns)", node,
+                     lines)
+            elif (isinstance(node, ast.Attribute) and node.attr in _INTERNALS) or (
+                isinstance(node, ast.Name) and node.id == "__builtins__"
+            ):
                 flag("reaches into the interpreter's internals", node, lines)
             elif isinstance(node, ast.Raise) and node.exc is not None:
                 exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-                if isinstance(exc, ast.Name) and exc.id in ("SystemExit", "KeyboardInterrupt"): flag("ends or signals a process", node, lines)
+                if isinstance(exc, ast.Name) and exc.id in ("SystemExit", "KeyboardInterrupt"):
+                    flag("ends or signals a process", node, lines)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                modules = [a.name for a in node.names] if isinstance(
+                    node, ast.Import) else [node.module or ""]
                 if any(_under(m, ("ctypes", "importlib")) for m in modules):
-                    flag("runs code built at run time, or reaches into the interpreter", node, lines)
+                    flag("runs code built at run time, or reaches into the interpreter", node,
+                         lines)
     return list(dict.fromkeys(found))
 
 def _check_names(ex):
     "The functions the exercise's check cells call (`check_causal_mask`)."
-    return sorted({n.func.id for src, _ in ex.checks.values() for t in [_code(src)] if t for n in ast.walk(t)
-                   if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)})
+    return sorted({
+        n.func.id
+        for src, _ in ex.checks.values()
+        for t in [_code(src)] if t for n in ast.walk(t)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    })

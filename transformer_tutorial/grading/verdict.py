@@ -8,24 +8,33 @@ __all__ = []
 # %% ../../nbs/15e_grading_verdict.ipynb #e6404443
 from typing import Optional
 import io, json, math, os, sys
-from .wire import _by_value, _serve, _tensor_unwire, _Unsendable, _unwire, _wire
+from .wire import _by_value, _serve, _tensor_unwire, _Unsendable
+from .wire import _unwire, _wire
 
 # %% ../../nbs/15e_grading_verdict.ipynb #d964f647
 class _Stopped(BaseException):
-    "The check cannot go on (its time ran out, or the kernel died); the checks' handlers never catch it, since it is no Exception."
+    """The check cannot go on (its time ran out, or the kernel died); the checks' handlers never
+    catch it, since it is no Exception."""
 
 def _remote_error(name, message):
-    "The exception the student's code raised, as an exception of that class's name (a subclass of its builtin class when there is one, so that `except NameError` still catches it)."
+    """The exception the student's code raised, as an exception of that class's name (a subclass
+    of its builtin class when there is one, so that `except NameError` still catches it)."""
     import builtins
     base = getattr(builtins, name, None)
-    for cls in ((base, Exception) if isinstance(base, type) and issubclass(base, Exception) else (Exception,)):
-        try: return type(name, (cls,), {"__str__": lambda self: message, "__module__": "builtins"})(message)
-        except TypeError: continue  # a class whose constructor wants more than a message (UnicodeDecodeError)
+    for cls in ((base, Exception) if isinstance(base, type) and issubclass(base, Exception) else
+                (Exception, )):
+        try:
+            return type(name, (cls, ),
+                        {"__str__": lambda self: message, "__module__": "builtins"})(message)
+        # a class whose constructor wants more than a message (UnicodeDecodeError)
+        except TypeError: continue
 
 class _Remote:
-    "A proxy of an object in the student's kernel: calls, attributes, iteration, indexing, len and truth are asked of the kernel, torch functions get its value."
+    """A proxy of an object in the student's kernel: calls, attributes, iteration, indexing, len
+    and truth are asked of the kernel, torch functions get its value."""
     __slots__ = ("_id", "_link")
-    _methods = frozenset()  # asked as one question: `m.eval()` is a call of m's method, not an attribute then a call
+    # asked as one question: `m.eval()` is a call of m's method, not an attribute then a call
+    _methods = frozenset()
     def __init__(self, id, link): self._id, self._link = id, link
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"): raise AttributeError(name)
@@ -35,49 +44,68 @@ class _Remote:
     def __iter__(self): return iter(self._link.ask("iter", id=self._id))
     def __len__(self): return self._link.ask("len", id=self._id)
     def __bool__(self): return self._link.ask("bool", id=self._id)
-    def __getitem__(self, key): return self._link.ask("getitem", id=self._id, key=self._link.wire(key, {}))
+    def __getitem__(self, key):
+        return self._link.ask("getitem", id=self._id, key=self._link.wire(key, {}))
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        "A torch function given a proxy (a parameter of the student's module) computes on its value."
+        """A torch function given a proxy (a parameter of the student's module) computes on its
+        value."""
         value = lambda x: x._link.ask("value", id=x._id) if isinstance(x, _Remote) else x
-        return func(*[value(a) for a in args], **{k: value(v) for k, v in (kwargs or {}).items()})
+        return func(
+            *[value(a) for a in args], **{k: value(v) for k, v in (kwargs or {}).items()}
+        )
 
 class _RemoteTensor(_Remote):
-    "A parameter of the student's module: its shape is known here, and an in-place method (`p.copy_(w)`) goes with the next question."
+    """A parameter of the student's module: its shape is known here, and an in-place method
+    (`p.copy_(w)`) goes with the next question."""
     __slots__ = ("shape",)
     def dim(self): return len(self.shape)
     def numel(self): return math.prod(self.shape)
     def size(self, dim=None): return self.shape if dim is None else self.shape[dim]
 
 class _RemoteModule(_Remote):
-    "A module of the student's: what it holds (`parameters()`, `children()`) is asked once per check."
+    """A module of the student's: what it holds (`parameters()`, `children()`) is asked once per
+    check."""
     __slots__ = ()
 
 class _Method:
     "A method of a proxy, called in one question."
     __slots__ = ("_of", "_name")
     def __init__(self, of, name): self._of, self._name = of, name
-    def __call__(self, *args, **kwargs): return self._of._link.call(self._of, self._name, args, kwargs)
+    def __call__(self, *args, **kwargs):
+        return self._of._link.call(self._of, self._name, args, kwargs)
 
 _PROXY_CLASSES = {}
 
 def _proxy(w, link):
-    "A proxy of the held object `w`, of a class with the object's class name: a message that says `got ndarray` says it here too."
+    """A proxy of the held object `w`, of a class with the object's class name: a message that
+    says `got ndarray` says it here too."""
     import torch
-    kind, name = {"tensor": _RemoteTensor, "module": _RemoteModule}.get(w.get("kind"), _Remote), str(w.get("type", "object"))
+    kind, name = {"tensor": _RemoteTensor, "module": _RemoteModule}.get(
+        w.get("kind"), _Remote
+    ), str(w.get("type", "object"))
     if (kind, name) not in _PROXY_CLASSES:
         methods = {"tensor": torch.Tensor, "module": torch.nn.Module}.get(w.get("kind"))
-        _PROXY_CLASSES[kind, name] = type(name, (kind,), {"__slots__": (), "_methods": frozenset(
-            m for m in dir(methods) if not m.startswith("__") and callable(getattr(methods, m, None)) and m not in ("dim", "numel", "size"))
-            if methods else frozenset()})
+        _PROXY_CLASSES[kind, name] = type(
+            name, (kind, ), {
+                "__slots__": (), "_methods": frozenset(
+                    m for m in dir(methods)
+                    if not m.startswith("__") and callable(getattr(methods, m, None))
+                    and m not in ("dim", "numel", "size")) if methods else frozenset()
+            })
     proxy = _PROXY_CLASSES[kind, name](int(w["id"]), link)
     if kind is _RemoteTensor: proxy.shape = torch.Size([int(n) for n in w["shape"]])
     return proxy
 
-_INTROSPECTION = {"parameters", "named_parameters", "children", "named_children", "modules", "named_modules", "buffers", "named_buffers"}
+_INTROSPECTION = {
+    "parameters", "named_parameters", "children", "named_children", "modules", "named_modules",
+    "buffers", "named_buffers"
+}
 
 def _across():
-    "The autograd Function that joins a call's outputs, computed in the kernel, to its inputs here: its backward asks the kernel for the inputs' gradients (a check that calls `loss.backward()`)."
+    """The autograd Function that joins a call's outputs, computed in the kernel, to its inputs
+    here: its backward asks the kernel for the inputs' gradients (a check that calls
+    `loss.backward()`)."""
     import torch
     class Across(torch.autograd.Function):
         @staticmethod
@@ -99,37 +127,54 @@ class _Across:
         return cls.Function.apply(*args)
 
 class _Link:
-    "The verdict process's end of the wire, made anew for each check (what a module holds and the in-place methods waiting are one check's): each question a line of JSON on stdout, each answer a line on stdin; once its check is over (`closed`), a proxy it made asks nothing more."
+    """The verdict process's end of the wire, made anew for each check (what a module holds and
+    the in-place methods waiting are one check's): each question a line of JSON on stdout,
+    each answer a line on stdin; once its check is over (`closed`), a proxy it made asks
+    nothing more."""
     def __init__(self, answers, questions):
-        self.answers, self.questions, self.deferred, self.known, self.closed = answers, questions, [], {}, False
+        self.answers, self.questions, self.deferred, self.known, self.closed = (
+            answers,
+            questions,
+            [],
+            {},
+            False,
+        )
     def wire(self, x, memo):
         def hold(v):
             if isinstance(v, _Remote): return {"t": "held", "id": v._id}
             sent = _by_value(v, lambda part: _wire(part, hold, memo))
-            if sent is None: raise _Unsendable(f"cannot send a {type(v).__name__} to the student's kernel")
+            if sent is None:
+                raise _Unsendable(f"cannot send a {type(v).__name__} to the student's kernel")
             return sent
         return _wire(x, hold, memo)
     def unwire(self, w): return _unwire(w, lambda h: _proxy(h, self), {})
     def call(self, target, name, args, kwargs):
-        "Call `target` (or its method `name`): an in-place method of a parameter waits for the next question; what a module holds is asked once."
+        """Call `target` (or its method `name`): an in-place method of a parameter waits for the
+        next question; what a module holds is asked once."""
         import torch
         memo = {}
-        req = dict(op="call", id=target._id, name=name, args=self.wire(list(args), memo), kwargs=self.wire(kwargs, memo), grad=torch.is_grad_enabled())
+        req = dict(op="call", id=target._id, name=name, args=self.wire(list(args), memo),
+                   kwargs=self.wire(kwargs, memo), grad=torch.is_grad_enabled())
         if isinstance(target, _RemoteTensor) and name and name.endswith("_"):
             self.deferred.append(req)
             return target
-        key = json.dumps(req, sort_keys=True) if isinstance(target, _RemoteModule) and name in _INTROSPECTION else None
+        key = json.dumps(req, sort_keys=True) if isinstance(
+            target, _RemoteModule) and name in _INTROSPECTION else None
         if key not in self.known:
             answer = self.ask(**dict(req, raw=True))
-            for i, t in answer["changed"]:  # what the student's code changed in place changes here too, as in the notebook
+            for i, t in answer["changed"]:
+                # what the student's code changed in place changes here too, as in the notebook
                 new = _tensor_unwire(t)
-                with torch.no_grad(): args[i].copy_(new) if args[i].shape == new.shape else args[i].set_(new)
+                with torch.no_grad():
+                    args[i].copy_(new) if args[i].shape == new.shape else args[i].set_(new)
             kind = answer["value"].get("t") if isinstance(answer["value"], dict) else None
             value = self.unwire(answer["value"])
-            if "graph" in answer:  # outputs that depend on inputs requiring grad: backward asks the kernel
+            if "graph" in answer:
+                # outputs that depend on inputs requiring grad: backward asks the kernel
                 by_index = {i: x for i, x in memo.values()}
                 many = isinstance(value, (tuple, list))
-                joined = _Across.apply(self, answer["graph"]["id"], len(value) if many else 1, *(value if many else [value]),
+                joined = _Across.apply(self, answer["graph"]["id"],
+                                       len(value) if many else 1, *(value if many else [value]),
                                        *[by_index[i] for i in answer["graph"]["inputs"]])
                 value = type(value)(joined) if many else joined[0]
             self.known[key] = (value, kind)
@@ -149,7 +194,8 @@ class _Link:
         if "error" in answer: raise _remote_error(*answer["error"])
         return answer["ok"] if raw else self.unwire(answer["ok"])
 class _Loopback(_Link):
-    "A link whose kernel is `_serve` in this process, on the namespace `ns`; every question and answer still goes through JSON (for demonstrations and tests)."
+    """A link whose kernel is `_serve` in this process, on the namespace `ns`; every question
+    and answer still goes through JSON (for demonstrations and tests)."""
     def __init__(self, ns):
         super().__init__(None, None)
         self.ns, self.asked = ns, 0
@@ -163,12 +209,21 @@ class _Loopback(_Link):
         return answer["ok"] if raw else self.unwire(answer["ok"])
     def lookup(self, name):
         "A proxy of what `name` holds in the namespace."
-        return self.unwire(json.loads(_serve(self.ns, json.dumps({"op": "lookup", "name": name})))["ok"])
+        return self.unwire(
+            json.loads(_serve(self.ns, json.dumps({"op": "lookup", "name": name})))["ok"])
 
-_IN_KERNEL = ("check_train_step", "check_train_loop")  # they hand the student's code a model and an optimizer of their own, which the wire cannot send
+# they hand the student's code a model and an optimizer of their own, which the wire cannot send
+_IN_KERNEL = ("check_train_step", "check_train_loop")
 
 def _verdict_main(memory: Optional[int] = None, seed: int = 0):
-    "The verdict process (`python -c 'from transformer_tutorial.grading.verdict import _verdict_main; _verdict_main()'`): imports the course's checks before any student's code runs, then runs the check each line of stdin names against a proxy of the student's object, and answers with its verdict. Each check starts from the same state whatever ran before it: a new link, and the random state seeded alike. Its address space is limited to `memory` bytes, once the checks are imported: a module config sent from a kernel cannot make it build a model of any size. The checks' random inputs are drawn with their seeds shifted by `seed`, which the grader draws for each run."
+    """The verdict process (`python -c 'from transformer_tutorial.grading.verdict import
+    _verdict_main; _verdict_main()'`): imports the course's checks before any student's code
+    runs, then runs the check each line of stdin names against a proxy of the student's object,
+    and answers with its verdict. Each check starts from the same state whatever ran before it:
+    a new link, and the random state seeded alike. Its address space is limited to `memory`
+    bytes, once the checks are imported: a module config sent from a kernel cannot make it build
+    a model of any size. The checks' random inputs are drawn with their seeds shifted by `seed`,
+    which the grader draws for each run."""
     import contextlib, resource, torch
     from transformer_tutorial import checks
     from transformer_tutorial.checks.core import _Skipped, _INPUTS
@@ -177,8 +232,10 @@ def _verdict_main(memory: Optional[int] = None, seed: int = 0):
         try: resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         except (ValueError, OSError): pass
     questions = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # what anything else prints goes to stderr, never into the answers
-    questions.write(json.dumps({"ready": sorted(set(checks.__all__) - set(_IN_KERNEL))}) + "\n"); questions.flush()
+    # what anything else prints goes to stderr, never into the answers
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    questions.write(json.dumps({"ready": sorted(set(checks.__all__) - set(_IN_KERNEL))}) + "\n")
+    questions.flush()
     for line in iter(sys.stdin.readline, ""):
         req, printed, error, unsendable = json.loads(line), io.StringIO(), None, None
         link = _Link(sys.stdin, questions)
@@ -186,11 +243,14 @@ def _verdict_main(memory: Optional[int] = None, seed: int = 0):
             with contextlib.redirect_stdout(printed), torch.random.fork_rng(devices=[]):
                 torch.manual_seed(0)
                 result = getattr(checks, req["check"])(link.unwire(req["arg"]))
-            if isinstance(result, _Skipped): error = str(result)   # the check could not run here: no point for it
-        except _Stopped as e: error = str(e) or "stopped"   # never an empty verdict, which would read as a pass
+            # the check could not run here: no point for it
+            if isinstance(result, _Skipped): error = str(result)
+        # never an empty verdict, which would read as a pass
+        except _Stopped as e: error = str(e) or "stopped"
         except Exception as e:
             error, cause = f"{type(e).__name__}: {e}", e
-            while cause is not None and not isinstance(cause, _Unsendable): cause = cause.__cause__ or cause.__context__
+            while cause is not None and not isinstance(cause, _Unsendable):
+                cause = cause.__cause__ or cause.__context__
             unsendable = str(cause) if cause is not None else None
         link.closed = True
         done = {"error": error, "printed": printed.getvalue(), "unsendable": unsendable}

@@ -10,24 +10,35 @@ from typing import Dict
 import hashlib, json
 
 # %% ../../nbs/15d_grading_wire.ipynb #66724cc3
-_DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64", "complex64", "complex128")
-_NUMPY_SCALARS = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
+_DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+                "float32", "float64", "complex64", "complex128")
+_NUMPY_SCALARS = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32",
+                  "int64", "float16", "float32", "float64")
 
 def _tensor_wire(t):
-    "A tensor as JSON: dtype, shape, strides, device and the bytes of the storage it spans, so that a view arrives as the same view (a non-contiguous one stays non-contiguous) on the same device (a meta tensor, which has no bytes, as one)."
+    """A tensor as JSON: dtype, shape, strides, device and the bytes of the storage it spans, so
+    that a view arrives as the same view (a non-contiguous one stays non-contiguous) on the same
+    device (a meta tensor, which has no bytes, as one)."""
     import base64, torch
     t = t.detach()
     device = {} if t.device.type == "cpu" else {"device": str(t.device)}
     if t.device.type == "meta":
-        return {"t": "tensor", "dtype": str(t.dtype)[len("torch."):], "shape": list(t.shape), "stride": list(t.stride()), "data": "", **device}
+        return {
+            "t": "tensor", "dtype": str(t.dtype)[len("torch."):], "shape": list(t.shape),
+            "stride": list(t.stride()), "data": "", **device
+        }
     if t.device.type != "cpu" or t.layout != torch.strided or t.is_conj() or t.is_neg():
         t = t.resolve_conj().resolve_neg().to("cpu").to_dense()
     shape, stride, data = list(t.shape), list(t.stride()), b""
     if t.numel():
         start = t.storage_offset()
-        span = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())[start:start + 1 + sum((n - 1) * s for n, s in zip(shape, stride))]
+        span = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())[start:start + 1 + sum(
+            (n - 1) * s for n, s in zip(shape, stride))]
         data = bytes(span.contiguous().view(torch.uint8).numpy())
-    return {"t": "tensor", "dtype": str(t.dtype)[len("torch."):], "shape": shape, "stride": stride, "data": base64.b64encode(data).decode(), **device}
+    return {
+        "t": "tensor", "dtype": str(t.dtype)[len("torch."):], "shape": shape, "stride": stride,
+        "data": base64.b64encode(data).decode(), **device
+    }
 
 def _tensor_unwire(w):
     "The tensor `_tensor_wire` wrote; a ValueError when the description does not fit its bytes."
@@ -35,56 +46,88 @@ def _tensor_unwire(w):
     if w["dtype"] not in _DTYPE_NAMES: raise ValueError(f"unknown dtype {w['dtype']!r}")
     dtype = getattr(torch, w["dtype"])
     shape, stride = [int(n) for n in w["shape"]], [int(s) for s in w["stride"]]
-    if len(shape) != len(stride) or min(shape + stride, default=0) < 0: raise ValueError(f"bad shape {shape} or strides {stride}")
+    if len(shape) != len(stride) or min(shape + stride, default=0) < 0:
+        raise ValueError(f"bad shape {shape} or strides {stride}")
     try: device = torch.device(w.get("device", "cpu"))
-    except (RuntimeError, TypeError): raise ValueError(f"unknown device {w.get('device')!r}") from None
-    if device.type == "meta": return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
-    if device.type != "cpu":   # where this process cannot reach that device, the tensor stays on the CPU
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {w.get('device')!r}") from None
+    if device.type == "meta":
+        return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+    if device.type != "cpu":
+        # where this process cannot reach that device, the tensor stays on the CPU
         w = {k: v for k, v in w.items() if k != "device"}
         try: return _tensor_unwire(w).to(device)
         except (RuntimeError, AssertionError): return _tensor_unwire(w)
     if 0 in shape: return torch.empty(shape, dtype=dtype)
-    raw, size = bytearray(base64.b64decode(w["data"])), torch.empty(0, dtype=dtype).element_size()
+    raw, size = (
+        bytearray(base64.b64decode(w["data"])),
+        torch.empty(0, dtype=dtype).element_size(),
+    )
     if len(raw) % size or sum((n - 1) * s for n, s in zip(shape, stride)) >= len(raw) // size:
-        raise ValueError(f"{len(raw)} bytes do not hold a {w['dtype']} tensor of shape {shape} and strides {stride}")
+        raise ValueError(f"{len(raw)} bytes do not hold a {w['dtype']} tensor of shape {shape} "
+                         f"and strides {stride}")
     flat = torch.frombuffer(raw, dtype=torch.uint8)
-    return torch.as_strided(flat != 0 if dtype == torch.bool else flat.view(dtype), shape, stride)
+    return torch.as_strided(flat != 0 if dtype == torch.bool else flat.view(dtype), shape,
+                            stride)
 
 def _wire(x, hold, memo, parameters_held=False):
-    "`x` as JSON: None, numbers, strings, tensors, tuples, lists, dicts, sizes, dtypes, devices and slices by value; anything else (and parameters when `parameters_held`) by the handle `hold(x)` gives."
+    """`x` as JSON: None, numbers, strings, tensors, tuples, lists, dicts, sizes, dtypes,
+    devices and slices by value; anything else (and parameters when `parameters_held`) by the
+    handle `hold(x)` gives."""
     import torch
     if x is None or type(x) in (bool, int, float, str): return x
-    if isinstance(x, torch.Tensor) and not (parameters_held and isinstance(x, torch.nn.Parameter)):
-        if id(x) not in memo: memo[id(x)] = (len(memo), x)  # the same tensor twice arrives as one (`fn(x, x, x)`); x stays alive till sent
+    if isinstance(x, torch.Tensor) and not (
+        parameters_held and isinstance(x, torch.nn.Parameter)
+    ):
+        # the same tensor twice arrives as one (`fn(x, x, x)`); x stays alive till sent
+        if id(x) not in memo: memo[id(x)] = (len(memo), x)
         else: return {"t": "same", "i": memo[id(x)][0]}
-        return dict(_tensor_wire(x), i=memo[id(x)][0], **({"rg": True} if x.requires_grad else {}))
+        return dict(_tensor_wire(x), i=memo[id(x)][0],
+                    **({"rg": True} if x.requires_grad else {}))
     if isinstance(x, torch.Size): return {"t": "size", "v": list(x)}
     if isinstance(x, torch.dtype): return {"t": "dtype", "v": str(x)[len("torch."):]}
     if isinstance(x, torch.device): return {"t": "device", "v": str(x)}
     if isinstance(x, (tuple, list)):
-        kind = "iterator" if isinstance(x, _Iterator) else "tuple" if isinstance(x, tuple) else "list"
+        kind = "iterator" if isinstance(
+            x, _Iterator) else "tuple" if isinstance(x, tuple) else "list"
         return {"t": kind, "v": [_wire(v, hold, memo, parameters_held) for v in x]}
-    if isinstance(x, dict): return {"t": "dict", "v": [[_wire(k, hold, memo), _wire(v, hold, memo, parameters_held)] for k, v in x.items()]}
-    if isinstance(x, slice): return {"t": "slice", "v": [_wire(v, hold, memo) for v in (x.start, x.stop, x.step)]}
+    if isinstance(x, dict):
+        return {
+            "t": "dict", "v": [[_wire(k, hold, memo),
+                                _wire(v, hold, memo, parameters_held)] for k, v in x.items()]
+        }
+    if isinstance(x, slice):
+        return {"t": "slice", "v": [_wire(v, hold, memo) for v in (x.start, x.stop, x.step)]}
     if x is Ellipsis: return {"t": "..."}
-    if type(x).__module__ == "numpy" and str(getattr(x, "dtype", "")) in _NUMPY_SCALARS and type(x).__name__ != "ndarray":
-        return {"t": "numpy scalar", "dtype": str(x.dtype), "v": x.item()}   # np.float32(0.5), by value
+    if (
+        type(x).__module__ == "numpy"
+        and str(getattr(x, "dtype", "")) in _NUMPY_SCALARS
+        and type(x).__name__ != "ndarray"
+    ):
+        # np.float32(0.5), by value
+        return {"t": "numpy scalar", "dtype": str(x.dtype), "v": x.item()}
     return hold(x)
 
 def _unwire(w, held, seen, grad=False):
-    "The value `_wire` described; `held` turns a handle into its object (in the kernel) or a proxy of it (in the verdict process); with `grad`, a tensor that required grad where it was sent requires it here too."
+    """The value `_wire` described; `held` turns a handle into its object (in the kernel) or a
+    proxy of it (in the verdict process); with `grad`, a tensor that required grad where it was
+    sent requires it here too."""
     import torch
     if not isinstance(w, dict): return w
     kind = w.get("t")
     if kind == "tensor":
         t = _tensor_unwire(w)
-        seen[w["i"]] = t.detach().requires_grad_() if grad and w.get("rg") and t.is_floating_point() else t
+        seen[w["i"]] = (
+            t.detach().requires_grad_() if grad and w.get("rg") and t.is_floating_point() else t
+        )
         return seen[w["i"]]
     if kind == "same": return seen[w["i"]]
-    if kind in ("tuple", "list", "iterator"):  # an iterator arrives as a list, iterated by the one who asked
+    if kind in ("tuple", "list", "iterator"):
+        # an iterator arrives as a list, iterated by the one who asked
         items = [_unwire(v, held, seen, grad) for v in w["v"]]
         return tuple(items) if kind == "tuple" else items
-    if kind == "dict": return {_unwire(k, held, seen): _unwire(v, held, seen, grad) for k, v in w["v"]}
+    if kind == "dict":
+        return {_unwire(k, held, seen): _unwire(v, held, seen, grad) for k, v in w["v"]}
     if kind == "size": return torch.Size([int(n) for n in w["v"]])
     if kind == "dtype" and w["v"] in _DTYPE_NAMES: return getattr(torch, w["v"])
     if kind == "device": return torch.device(w["v"])
@@ -102,110 +145,165 @@ def _unwire(w, held, seen, grad=False):
     raise ValueError(f"not a value this wire carries: {str(w)[:100]}")
 
 class _Unsendable(TypeError):
-    "An object a check passes to the student's code that the wire cannot carry: the grader then runs that check in the kernel."
+    """An object a check passes to the student's code that the wire cannot carry: the grader
+    then runs that check in the kernel."""
 
 def _by_value(v, wire):
-    "What the verdict process sends to the kernel by value besides tensors, else None: a CPU torch.Generator (its state), and a module of the course's that has a config (its class, config and weights; a forward the check replaced by a refusal, marked `refuses`, stays refused). Changes the student's code makes to these copies do not come back."
+    """What the verdict process sends to the kernel by value besides tensors, else None: a CPU
+    torch.Generator (its state), and a module of the course's that has a config (its class,
+    config and weights; a forward the check replaced by a refusal, marked `refuses`, stays
+    refused). Changes the student's code makes to these copies do not come back."""
     import torch
-    if isinstance(v, torch.Generator) and v.device.type == "cpu": return {"t": "generator", "state": wire(v.get_state())}
+    if isinstance(v, torch.Generator) and v.device.type == "cpu":
+        return {"t": "generator", "state": wire(v.get_state())}
     cls = type(v)
-    if not (isinstance(v, torch.nn.Module) and cls.__module__.startswith("transformer_tutorial.") and hasattr(cls, "from_config")
-            and hasattr(getattr(v, "config", None), "to_dict")): return None
+    ours = cls.__module__.startswith("transformer_tutorial.")
+    if not (isinstance(v, torch.nn.Module) and ours and hasattr(cls, "from_config")
+            and hasattr(getattr(v, "config", None), "to_dict")):
+        return None
     forward = vars(v).get("forward")
-    if forward is not None and not isinstance(getattr(forward, "refuses", None), str): return None
-    return {"t": "course module", "class": [cls.__module__, cls.__qualname__], "config": v.config.to_dict(), "training": v.training,
-            "state": wire(dict(v.state_dict())), "refuses": forward.refuses if forward is not None else None}
+    if forward is not None and not isinstance(getattr(forward, "refuses", None), str):
+        return None
+    return {
+        "t": "course module",
+        "class": [cls.__module__, cls.__qualname__],
+        "config": v.config.to_dict(),
+        "training": v.training,
+        "state": wire(dict(v.state_dict())),
+        "refuses": forward.refuses if forward is not None else None,
+    }
 
 def _course_module(w, state):
-    "The kernel's copy of a module `_by_value` sent: built from its config, in its dtype, with its weights."
+    """The kernel's copy of a module `_by_value` sent: built from its config, in its dtype, with
+    its weights."""
     import importlib, torch
     module, name = w["class"]
-    cls = getattr(importlib.import_module(module), name, None) if str(module).startswith("transformer_tutorial.") else None
-    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module) and hasattr(cls, "from_config")):
+    cls = getattr(importlib.import_module(module), name,
+                  None) if str(module).startswith("transformer_tutorial.") else None
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)
+            and hasattr(cls, "from_config")):
         raise ValueError(f"not a module of the course's: {module}.{name}")
-    with torch.random.fork_rng(devices=[]): m = cls.from_config(w["config"])   # its initialization draws: the kernel's RNG is kept
+    # its initialization draws: the kernel's RNG is kept
+    with torch.random.fork_rng(devices=[]): m = cls.from_config(w["config"])
     floats = [t.dtype for t in state.values() if t.is_floating_point()]
     m = m.to(floats[0]) if floats else m
     m.load_state_dict(state)
     m.train(bool(w["training"]))
     if w.get("refuses"):
         refusal = type(str(w["refuses"]), (Exception,), {})
-        def forward(*args, **kwargs): raise refusal("this check asks for the computation from the module's parts, not its own forward")
+        def forward(*args, **kwargs):
+            raise refusal("this check asks for the computation from the module's parts, "
+                          "not its own forward")
         m.forward = forward
     return m
 
 # %% ../../nbs/15d_grading_wire.ipynb #74e23502
 class _Iterator(list):
-    "The items of a generator a call returned (`m.parameters()`), sent at once and iterated over on the other side."
+    """The items of a generator a call returned (`m.parameters()`), sent at once and iterated
+    over on the other side."""
 
 _HELD = {}  # handle -> object, for the check being run
 
 def _hold(x):
-    "A handle on `x`, kept in `_HELD` until the check ends; it says what `x` is: a tensor (with its shape), a module, or another object."
+    """A handle on `x`, kept in `_HELD` until the check ends; it says what `x` is: a tensor
+    (with its shape), a module, or another object."""
     import torch
     k = next((k for k, v in _HELD.items() if v is x), len(_HELD))
     _HELD[k] = x
-    kind = "tensor" if isinstance(x, torch.Tensor) else "module" if isinstance(x, torch.nn.Module) else "object"
-    return {"t": "held", "id": k, "type": type(x).__name__, "kind": kind, **({"shape": list(x.shape)} if kind == "tensor" else {})}
+    kind = "tensor" if isinstance(
+        x, torch.Tensor) else "module" if isinstance(x, torch.nn.Module) else "object"
+    return {
+        "t": "held", "id": k, "type": type(x).__name__, "kind": kind,
+        **({"shape": list(x.shape)} if kind == "tensor" else {})
+    }
 
 def _operate(ns, req):
-    "One operation on the student's objects (`ns` is the notebook's namespace): look a name up, call it or one of its methods, get an attribute, iterate, index, take a length, a truth value or a value, or forget them all."
+    """One operation on the student's objects (`ns` is the notebook's namespace): look a name
+    up, call it or one of its methods, get an attribute, iterate, index, take a length, a
+    truth value or a value, or forget them all."""
     import torch, types
     op, by_handle = req["op"], lambda w: _HELD[w["id"]]
-    if op == "lookup":  # the first question of a check: what an earlier check held is forgotten, so that no handle outlives its check
+    if op == "lookup":
+        # the first question of a check: what an earlier check held is forgotten, so that no
+        # handle outlives its check
         if req.get("fresh"): _HELD.clear()
         if req["name"] not in ns: raise NameError(f"name {req['name']!r} is not defined")
         return _hold(ns[req["name"]])
     if op == "release": return _HELD.clear()
-    if op == "prints": return {name: _code_prints(ns[name]) for name in req["names"] if name in ns}
+    if op == "prints":
+        return {name: _code_prints(ns[name]) for name in req["names"] if name in ns}
     obj = _HELD[req["id"]]
     if op == "call":
         seen = {}
-        args, kwargs = _unwire(req["args"], by_handle, seen, grad=True), _unwire(req["kwargs"], by_handle, seen, grad=True)
+        args, kwargs = _unwire(req["args"], by_handle, seen,
+                               grad=True), _unwire(req["kwargs"], by_handle, seen, grad=True)
         before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
         with torch.set_grad_enabled(bool(req.get("grad"))):
             result = (getattr(obj, req["name"]) if req.get("name") else obj)(*args, **kwargs)
-        changed = [[i, _tensor_wire(a)] for i, (a, b) in enumerate(zip(args, before))  # inputs the student's code changed in place
-                   if b is not None and not (a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.detach(), b))]
-        if isinstance(result, (types.GeneratorType, map, filter, zip)): result = _Iterator(result)
+        # inputs the student's code changed in place
+        changed = [
+            [i, _tensor_wire(a)] for i, (a, b) in enumerate(zip(args, before)) if b is not None
+            and not (a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.detach(), b))
+        ]
+        if isinstance(result, (types.GeneratorType, map, filter, zip)):
+            result = _Iterator(result)
         answer = {"value": _wire(result, _hold, {}, parameters_held=True), "changed": changed}
         inputs = [(i, t) for i, t in seen.items() if t.requires_grad]
-        outputs = [result] if isinstance(result, torch.Tensor) else list(result) if isinstance(result, (tuple, list)) else []
-        if inputs and outputs and all(isinstance(t, torch.Tensor) for t in outputs) and any(t.grad_fn for t in outputs):
-            answer["graph"] = {"id": _hold((outputs, [t for _, t in inputs]))["id"], "inputs": [i for i, _ in inputs]}  # for a later "grad"
+        outputs = (
+            [result]
+            if isinstance(result, torch.Tensor)
+            else list(result) if isinstance(result, (tuple, list)) else []
+        )
+        if inputs and outputs and all(isinstance(t, torch.Tensor)
+                                      for t in outputs) and any(t.grad_fn for t in outputs):
+            # for a later "grad"
+            answer["graph"] = {
+                "id": _hold((outputs, [t for _, t in inputs]))["id"],
+                "inputs": [i for i, _ in inputs]
+            }
         return answer
-    if op == "grad":  # the gradients of a call's inputs, given those of its outputs: backward through the student's code
+    if op == "grad":
+        # the gradients of a call's inputs, given those of its outputs: backward through the
+        # student's code
         outputs, inputs = obj
         grads = _unwire(req["grads"], by_handle, {})
         pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
-        found = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True) if pairs else [None] * len(inputs)
+        found = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs],
+                                    allow_unused=True) if pairs else [None] * len(inputs)
         return _wire(list(found), _hold, {})
     if op == "getattr": return _wire(getattr(obj, req["name"]), _hold, {}, parameters_held=True)
     if op == "iter": return _wire(list(obj), _hold, {}, parameters_held=True)
-    if op == "getitem": return _wire(obj[_unwire(req["key"], by_handle, {})], _hold, {}, parameters_held=True)
+    if op == "getitem":
+        return _wire(obj[_unwire(req["key"], by_handle, {})], _hold, {}, parameters_held=True)
     if op == "len": return len(obj)
     if op == "bool": return bool(obj)
     if op == "value": return _wire(obj, _hold, {})
     raise ValueError(f"unknown operation {op!r}")
 
 def _functions_of(obj):
-    "(qualified name, function) of `obj` when it is a function, or of each method a class defines (but its constructor, which the exercise dictates)."
+    """(qualified name, function) of `obj` when it is a function, or of each method a class
+    defines (but its constructor, which the exercise dictates)."""
     import types
     if isinstance(obj, types.FunctionType): return [(obj.__name__, obj)]
     if not isinstance(obj, type): return []
     found = []
     for name, v in vars(obj).items():
-        v = getattr(v, "__func__", getattr(v, "fget", v))   # a staticmethod, classmethod or property: its function
-        if isinstance(v, types.FunctionType) and name != "__init__": found.append((f"{obj.__name__}.{name}", v))
+        # a staticmethod, classmethod or property: its function
+        v = getattr(v, "__func__", getattr(v, "fget", v))
+        if isinstance(v, types.FunctionType) and name != "__init__":
+            found.append((f"{obj.__name__}.{name}", v))
     return found
 
 def _code_print(code) -> str:
-    "A hash of what a code object runs: its bytecode, constants (the code objects among them the same way), names and local names; not where it was written (file, lines), so a copy made at run time (decoded, read from a file, exec'd) prints as its original."
+    """A hash of what a code object runs: its bytecode, constants (the code objects among them
+    the same way), names and local names; not where it was written (file, lines), so a copy
+    made at run time (decoded, read from a file, exec'd) prints as its original."""
     h = hashlib.sha256()
     def walk(c):
         h.update(c.co_code)
         for k in c.co_consts:   # a frozenset's order changes with the hash seed: sorted
-            walk(k) if hasattr(k, "co_code") else h.update((repr(sorted(map(repr, k))) if isinstance(k, frozenset) else repr(k)).encode())
+            walk(k) if hasattr(k, "co_code") else h.update(
+                (repr(sorted(map(repr, k))) if isinstance(k, frozenset) else repr(k)).encode())
         h.update(repr((c.co_names, c.co_varnames, c.co_freevars, c.co_cellvars)).encode())
     walk(code)
     return h.hexdigest()
@@ -215,12 +313,16 @@ def _code_prints(obj) -> Dict[str, str]:
     return {qual: _code_print(fn.__code__) for qual, fn in _functions_of(obj)}
 
 def _serve(ns, request: str) -> str:
-    "Run in the student's kernel by the grader: do the operations `request` (JSON) asks on the student's objects, first those deferred; the last one's answer, or the exception raised, as JSON."
+    """Run in the student's kernel by the grader: do the operations `request` (JSON) asks on the
+    student's objects, first those deferred; the last one's answer, or the exception raised, as
+    JSON."""
     try:
         req = json.loads(request)
         for deferred in req.pop("before", []): _operate(ns, deferred)
         return json.dumps({"ok": _operate(ns, req)})
-    except BaseException as e:  # the student's SystemExit or KeyboardInterrupt is an answer too, not the end of the kernel
+    except BaseException as e:
+        # the student's SystemExit or KeyboardInterrupt is an answer too, not the end of the
+        # kernel
         try: message = str(e)
         except BaseException: message = f"<{type(e).__name__} whose message cannot be printed>"
         return json.dumps({"error": [type(e).__name__, message]})
