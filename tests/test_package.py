@@ -189,3 +189,18 @@ def test_seeded_builders_and_checks_keep_every_generator(monkeypatch):
             check(lambda *args, **kwargs: 0.0)           # wrong, but built and seeded on the way to saying so
     assert cuda.seeds == [] and cuda.state.tolist() == [7]
     assert torch.equal(torch.rand(3), expected)
+
+
+# The site's code column at a 1280 px screen is 98 characters (tests/test_site.py measures it in Chromium); shown code
+# is written to 96, which also fits a block indented inside a list.
+CODE_WIDTH = 96
+HIDDEN = re.compile(r"^#\|\s*(hide|echo:\s*false|include:\s*false)\s*$", re.M)
+
+
+def test_shown_code_fits_the_site_column():
+    "Every line of code the site shows (code cells not hidden, `#|` options aside) is at most CODE_WIDTH characters."
+    long = [f"{nb.relative_to(ROOT)} cell {i}: {len(line)} characters: {line.strip()[:60]!r}"
+            for nb in NBS for i, c in enumerate(cells(nb))
+            if c["cell_type"] == "code" and not HIDDEN.search(src(c))
+            for line in src(c).splitlines() if len(line) > CODE_WIDTH and not line.startswith("#|")]
+    assert not long, f"{len(long)} shown lines wider than {CODE_WIDTH} characters:\n" + "\n".join(long[:20])
