@@ -537,6 +537,20 @@ def test_outputs_that_would_clash_are_refused(tmp_path, capsys, submissions, out
     assert sorted(tmp_path.rglob("*")) == before
 
 
+@pytest.mark.parametrize("relative", [True, False])
+def test_the_suggested_csv_is_named_as_the_folder_was(tmp_path, capsys, monkeypatch, relative):
+    "A teacher who typed `grade term --out term/grades.csv` is told `--out grades.csv`, not a resolved path."
+    (tmp_path / "term" / "ann").mkdir(parents=True)
+    (tmp_path / "term" / "ann" / "ex02_masks.ipynb").write_text(json.dumps(_nb("ex02_masks")))
+    monkeypatch.chdir(tmp_path)
+    folder = "term" if relative else str(tmp_path / "term")
+    assert main(["grade", folder, "--out", f"{folder}/grades.csv"]) == 2
+    err = capsys.readouterr().err
+    suggested = err.split("e.g. --out ")[1].split()[0]
+    assert suggested == ("grades.csv" if relative else str(tmp_path / "grades.csv")), err
+    assert not (tmp_path / suggested).resolve().is_relative_to((tmp_path / "term").resolve())
+
+
 # ---------------------------------------------------------------- the graders, run as a teacher runs them
 TIMEOUT = 10  # seconds a cell may run: dee's loop is stopped after it, every other cell needs far less
 

@@ -259,6 +259,9 @@ COLLECT_JS = r"""
              text: a.textContent.trim().slice(0, 60)})),
     images: [...document.images].map(img => ({src: img.getAttribute('src') || '', abs: img.currentSrc || img.src,
              complete: img.complete, width: img.naturalWidth, alt: img.getAttribute('alt'),
+             // as wide as the page draws it; one in a folded callout as wide as it will be once unfolded
+             shown: img.getBoundingClientRect().width
+                    || Math.min(img.naturalWidth, (main.querySelector(':scope p') || main).clientWidth),
              figure: !!img.closest('figure'),
              figcaption: ((img.closest('figure') || {querySelector: () => null}).querySelector('figcaption') || {textContent: ''})
                          .textContent.trim()})),
@@ -302,6 +305,21 @@ COLLECT_JS = r"""
                      column: Math.floor((p.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight)) / charWidth),
                      longest: longest.length, line: longest.trim().slice(0, 70), wide: !!p.closest('.wide-output'),
                      cell: (p.closest('.cell') || {}).id || ''}; }),
+    // Display equations: how wide each is drawn, and the column it sits in.
+    equations: [...main.querySelectorAll('.katex-display')].filter(visible).map(e => ({
+             width: Math.ceil((e.querySelector('.katex') || e).scrollWidth), column: e.clientWidth,
+             tex: (e.querySelector('annotation') || {textContent: ''}).textContent.trim().slice(0, 70)})),
+    outputTexts: outputs.map(o => ({cell: (o.closest('.cell') || {}).id || '', text: o.innerText})),
+    outputCells: [...new Set(outputs.map(o => (o.closest('.cell') || {}).id || ''))],
+    callouts: [...main.querySelectorAll('.callout')].map(c => ({
+             title: (c.querySelector('.callout-title-container') || {textContent: ''}).textContent.trim(),
+             text: c.textContent, folded: !!c.querySelector('.callout-collapse.collapse:not(.show)')})),
+    height: document.documentElement.scrollHeight,
+    // the smallest text of the page around its figures: prose, tables, code and outputs (not math, pictures, notes)
+    smallestText: Math.min(...[...main.querySelectorAll('*')].filter(e => !e.closest(
+               '.katex, svg, figure, .vega-embed, sup, sub, .code-copy-button, .anchorjs-link, .quarto-title-meta'))
+             .filter(e => [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()) && visible(e))
+             .map(e => parseFloat(getComputedStyle(e).fontSize))),
     charts: [...document.querySelectorAll('.vega-embed')].map(e => ({
              sliders: e.querySelectorAll('input[type=range]').length,
              drawn: !!e.querySelector('canvas, svg.marks')})),
@@ -719,6 +737,149 @@ def test_outputs_fit_the_column(site):
                  for page, cells in WIDE_OUTPUTS.items() for cell in cells if (page, cell) not in wide]
     _report(problems, "outputs wider than the text column")
 
+
+
+def test_equations_fit_the_column(site):
+    """At a 1280 px desktop no display equation is wider than the text column (a long one is broken over aligned
+    lines); on a phone they scroll inside their box, which the phone test above checks, with a shadow at the edge
+    that continues (styles.css)."""
+    _report([f"{page}: an equation {e['width']} px wide in a column of {e['column']} px: {e['tex']!r}"
+             for page, d in site.data.items() for e in d["equations"] if e["width"] > e["column"] + 1],
+            "display equations wider than the text column")
+
+
+def test_figures_have_captions(site):
+    "Every picture but the Colab badge is a figure with a caption saying what it shows."
+    _report([f"{page}: <img src={img['src'][:80]!r}> has no caption"
+             for page, d in site.data.items() for img in d["images"]
+             if "colab-badge" not in img["abs"] and not (img["figure"] and img["figcaption"])],
+            "figures without a caption")
+
+
+
+def _png_text(data: bytes) -> dict:
+    "A PNG's text chunks (tEXt, iTXt) as a dict."
+    out, i = {}, 8
+    while i + 8 <= len(data):
+        n, kind = int.from_bytes(data[i:i + 4], "big"), data[i + 4:i + 8]
+        body = data[i + 8:i + 8 + n]
+        if kind == b"tEXt":
+            key, _, value = body.partition(b"\0")
+            out[key.decode("latin-1")] = value.decode("latin-1")
+        elif kind == b"iTXt":
+            key, _, rest = body.partition(b"\0")
+            if rest[:1] == b"\0":  # uncompressed: flag, method, language tag, translated keyword, text
+                out[key.decode("latin-1")] = rest[2:].split(b"\0", 2)[-1].decode("utf-8")
+        elif kind == b"IEND": break
+        i += 12 + n
+    return out
+
+
+def _image_bytes(img):
+    "The bytes of a page's image: a data URI's, or the rendered site's file."
+    import base64
+    if img["src"].startswith("data:"): return base64.b64decode(img["src"].split(",", 1)[1])
+    path = SITE / urllib.parse.unquote(urllib.parse.urlparse(img["abs"]).path.lstrip("/"))
+    return path.read_bytes() if path.is_file() else b""
+
+
+def test_figure_text_is_no_smaller_than_the_page_text(site, capsys):
+    """At a 1280 px desktop no figure's smallest text is drawn smaller than the smallest text of its page (its code
+    and outputs, 13 px). Each stored figure records its smallest text in its PNG's own pixels (tools/figure_text.py,
+    run by `tools/run_notebooks.py --save`); the page draws the PNG at `shown` of its `width` pixels."""
+    problems, sizes = [], []
+    for page, d in site.data.items():
+        for img in d["images"]:
+            if "colab-badge" in img["abs"] or not img["width"]: continue
+            record = _png_text(_image_bytes(img)).get("smallest-text-px")
+            if record is None:
+                problems.append(f"{page}: {img['src'][:60]!r} has no record of its smallest text: store the notebook's "
+                                "outputs with `python tools/run_notebooks.py --save`")
+                continue
+            drawn = float(record) * min(img["shown"], img["width"]) / img["width"]
+            sizes.append(drawn)
+            if drawn < d["smallestText"] - 0.05:
+                problems.append(f"{page}: figure {img['src'][-40:]!r} ({img['alt'][:50]!r}): its smallest text is "
+                                f"{float(record):.1f} px in a {img['width']} px image drawn {img['shown']:.0f} px wide, "
+                                f"so {drawn:.1f} px, under the page's {d['smallestText']:.1f} px")
+    with capsys.disabled():
+        print(f"\nfigure text at {DESKTOP['width']} px: {len(sizes)} figures, the smallest text "
+              f"{min(sizes, default=0):.1f} px; {len(problems)} figures too small or unrecorded")
+    _report(problems, "figures whose text is smaller than the page's")
+
+# A temporary folder's path in a printed output: noise to a reader (it names a folder that no longer exists), so the
+# notebooks work in a fresh folder with relative paths. Listed: (page, cell id) -> why the absolute path is the point.
+TEMP_PATH = re.compile(r"(?:/tmp|/var/folders|/private/var|[A-Z]:\\[^\s]*\\Temp)/[\w./-]*|\btmp[a-z0-9_]{8}\b")
+TEMP_PATHS_SHOWN = {
+    ("grading_class.html", "24a26772"): "the cheat quoted writes to a classmate's notebook by its absolute path",
+}
+
+
+def test_no_temporary_paths_in_outputs(site):
+    shown = {(page, o["cell"]): o["text"] for page, d in site.data.items() for o in d["outputTexts"]
+             if TEMP_PATH.search(o["text"])}
+    problems = [f"{page}: cell #{cell or '?'} prints the temporary path {TEMP_PATH.search(text).group(0)!r}"
+                for (page, cell), text in shown.items() if (page, cell) not in TEMP_PATHS_SHOWN]
+    problems += [f"{page}: cell #{cell} is listed in TEMP_PATHS_SHOWN but prints no temporary path"
+                 for page, cell in TEMP_PATHS_SHOWN if (page, cell) not in shown]
+    _report(problems, "temporary paths in outputs")
+
+
+# Pages longer than this many desktop screens (1280x900) are too long to read in one sitting: split them. Listed:
+# page -> why it is read otherwise.
+MAX_SCREENS = 20
+LONG_PAGES = {
+    "api.html": "the API reference: a table looked up, not read through",
+}
+
+
+def test_pages_fit_in_screens(site):
+    heights = {page: d["height"] / DESKTOP["height"] for page, d in site.data.items()}
+    problems = [f"{page}: {h:.1f} screens of {DESKTOP['height']} px" for page, h in heights.items()
+                if h > MAX_SCREENS and page not in LONG_PAGES]
+    problems += [f"{page} is listed in LONG_PAGES but is {heights[page]:.1f} screens" for page in LONG_PAGES
+                 if heights.get(page, 0) <= MAX_SCREENS]
+    _report(problems, f"pages longer than {MAX_SCREENS} screens")
+
+
+def _solution_dependent_cells(nb):
+    """Cell ids of an exercise notebook whose code uses what a solution defines (its `def` names), directly or
+    through a function another such cell defines: their stored outputs are the solutions' doing."""
+    cells = _nb_cells(nb)
+    names, out = set(), set()
+    for c in cells:
+        src = _src(c)
+        if c["cell_type"] != "code": continue
+        if "BEGIN SOLUTION" in src:
+            names |= set(re.findall(r"^def (\w+)", src, re.M))
+        elif names and re.search(r"\b(?:%s)\b" % "|".join(map(re.escape, names)), src):
+            out.add(c.get("id"))
+            names |= set(re.findall(r"^def (\w+)", src, re.M))
+    return out
+
+
+def test_exercise_pages_frame_the_solutions_outputs(site):
+    """On an exercise page a student sees the stub that raises; what the solutions print sits in callouts that say
+    so, never under a cell as its output: each check's pass under 'What passing looks like', shown; what the
+    demonstrations print or draw folded under 'With the solutions above'."""
+    problems = []
+    for page in [p for p in site.pages if p.startswith("exercises/")]:
+        d, nb = site.data[page], notebook_of(page)
+        dependent = _solution_dependent_cells(nb)
+        problems += [f"{page}: cell #{cell} shows the output the solutions made under it"
+                     for cell in d["outputCells"] if cell in dependent]
+        passing = [c for c in d["callouts"] if c["title"].startswith("What passing looks like")]
+        for c in _nb_cells(nb):
+            if c["cell_type"] != "code" or "BEGIN SOLUTION" in _src(c): continue
+            if not (c.get("metadata", {}).get("nbgrader", {}).get("grade")): continue
+            stored = "".join("".join(o.get("text", "")) for o in c.get("outputs", [])).strip()
+            if not stored: problems.append(f"{page}: the check in cell #{c.get('id')} has no stored output to show")
+            elif not any(stored in " ".join(x["text"].split()) or stored in x["text"] for x in passing if not x["folded"]):
+                problems.append(f"{page}: the pass of cell #{c.get('id')} ({stored[:60]!r}) is not shown in a "
+                                "'What passing looks like' callout")
+        folded = [c for c in d["callouts"] if c["title"].startswith("With the solutions above")]
+        problems += [f"{page}: a callout {c['title']!r} is open" for c in folded if not c["folded"]]
+    _report(problems, "exercise pages showing the solutions' outputs unframed")
 
 def _norm(text):
     text = text.replace("`", "")

@@ -10,7 +10,8 @@
 `python tools/run_notebooks.py [--python PY] [--wheel WHL] [--workers 2] NB...` prints one line per notebook and
 exits 1 if any failed. `run(...)` returns the results for the tests. `--save` stores the fresh outputs back into the
 notebooks (the skipped cells keep their source and get no output), which is how the stored outputs the site shows are
-made; run `nbdev_clean` afterwards.
+made; run `nbdev_clean` afterwards. Its kernels record in each figure the size of its smallest text
+(tools/figure_text.py), which the site tests check against the page.
 """
 import argparse, configparser, copy, json, os, re, shutil, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,14 +41,22 @@ def prepare(nb, wheel, flags):
     return nb
 
 
-def kernel_spec_dir(python):
-    "A Jupyter data folder holding a kernel spec `tt-kernel` that starts `python`."
+def kernel_spec_dir(python, figure_text=False):
+    """A Jupyter data folder holding a kernel spec `tt-kernel` that starts `python`; with `figure_text`, its kernels
+    first run tools/figure_text.py (an IPython startup file), so that the figures they draw record their smallest
+    text for the site tests."""
     d = Path(tempfile.mkdtemp(prefix="tt-kernels-"))
     spec = d / "kernels" / "tt-kernel"
     spec.mkdir(parents=True)
     python = os.path.abspath(python)  # absolute, since the kernel starts elsewhere; not resolve(): a venv's python is a symlink
-    (spec / "kernel.json").write_text(json.dumps({"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                                                  "display_name": f"notebook runner ({python})", "language": "python"}))
+    kernel = {"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+              "display_name": f"notebook runner ({python})", "language": "python"}
+    if figure_text:
+        startup = d / "ipython" / "profile_default" / "startup"
+        startup.mkdir(parents=True)
+        shutil.copy(ROOT / "tools" / "figure_text.py", startup / "00-figure-text.py")
+        kernel["env"] = {"IPYTHONDIR": str(d / "ipython")}
+    (spec / "kernel.json").write_text(json.dumps(kernel))
     return d
 
 
@@ -79,7 +88,8 @@ def run_one(path, kernel, wheel=None, timeout=900, save=False):
 
 def run(paths, python=None, wheel=None, workers=2, timeout=900, save=False, report=None):
     "Run the notebooks (the first alone, so that its install cell installs into a fresh environment); returns results in order; `report(result)` is called as each one ends."
-    os.environ["JUPYTER_PATH"] = str(kernel_spec_dir(python or sys.executable))  # read when each client starts its kernel
+    # read when each client starts its kernel; stored figures record their smallest text
+    os.environ["JUPYTER_PATH"] = str(kernel_spec_dir(python or sys.executable, figure_text=save))
     if workers > 1:  # kernels side by side share the cores: each gets its share, or their OpenMP pools fight over them
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
     paths = [Path(p) for p in paths]

@@ -20,13 +20,17 @@ options stay), and cells whose `source` is deleted are dropped afterwards.
   the tokenizer's long default pattern shown by its name (see below).
 - `fold_solutions`: in the exercise notebooks (`nbs/exercises/`), shows each solution cell as the student sees
   it (`transformer_tutorial.assignments.strip_solutions`) followed by the solution, without nbgrader's markers,
-  folded behind a closed "Show a solution" toggle. The graded check cells keep their code but lose their stored
-  output: it is the solution's pass, which would sit under the student's unwritten stub.
+  folded behind a closed "Show a solution" toggle. The outputs the solutions made (the graded checks' passes,
+  what the demonstrations after them print or draw: any cell using a name a solution defines, or one defined from
+  it) move out of their cells into callouts that say so, a check's pass open, a demonstration's folded: on the page
+  no output sits under the student's stub, which raises.
 """
+import ast
 from pathlib import Path
 
 import fastcore.docments as _docments
 from execnb.nbio import mk_cell
+import yaml
 from nbdev.process import Processor
 
 # `show_doc` as nbdev runs it while rendering (in this process, after this module is imported to name the processors
@@ -105,17 +109,24 @@ def _without_markers(source):
 
 
 class fold_solutions(Processor):
-    "In exercise notebooks: the student's version of each solution cell, then the solution folded behind a toggle."
+    """In exercise notebooks: the student's version of each solution cell, then the solution folded behind a toggle;
+    the outputs the solutions produced moved into callouts that say so."""
     def begin(self):
         if not _is_exercise(self.nb): return
         from transformer_tutorial.assignments import strip_solutions
-        cells = []
+        cells, needs = [], set()  # needs: names whose value depends on a solution
         for cell in self.nb.cells:
-            if cell.get("metadata", {}).get("nbgrader", {}).get("grade") and not _has_solution(cell):
-                cell.outputs = []  # a check's stored "passes" belongs to the folded solution, not to the stub above it
             if not _has_solution(cell):
                 cells.append(cell)
+                if cell.cell_type == "code" and needs and cell.get("outputs") and _names_used(cell.source) & needs:
+                    needs |= _names_defined(cell.source)
+                    check = bool(cell.get("metadata", {}).get("nbgrader", {}).get("grade"))
+                    cells.append(_outputs_as_callout(cell, check))
+                    cell.outputs = []
+                elif cell.cell_type == "code" and _names_used(cell.source) & needs:
+                    needs |= _names_defined(cell.source)
                 continue
+            needs |= _names_defined(_without_markers(cell.source))
             student = mk_cell(strip_solutions(cell.source), "code", metadata={})
             student.execution_count = None
             cell.source = (f'#| code-fold: true\n#| code-summary: "{SOLUTION_SUMMARY}"\n'
@@ -123,6 +134,61 @@ class fold_solutions(Processor):
             cell.metadata.pop("nbgrader", None)
             cells += [student, cell]
         self.nb.cells = cells
+
+
+def _code_lines(source):
+    return "".join(l for l in source.splitlines(keepends=True) if not l.lstrip().startswith(("#|", "%", "!")))
+
+
+def _names_defined(source):
+    "The top-level names a cell binds: its functions, classes and assignments (imports bind nothing of the student's)."
+    try: tree = ast.parse(_code_lines(source))
+    except SyntaxError: return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)): continue
+        else:
+            for target in ast.walk(node):
+                if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store): names.add(target.id)
+    return names
+
+
+def _names_used(source):
+    try: return {n.id for n in ast.walk(ast.parse(_code_lines(source))) if isinstance(n, ast.Name)}
+    except SyntaxError: return set()
+
+
+def _options(source):
+    "A cell's Quarto options (`#| key: value`) as a dict."
+    lines = [l.lstrip()[3:] for l in source.splitlines() if l.lstrip().startswith("#| ")]
+    try: return yaml.safe_load("\n".join(lines)) or {}
+    except yaml.YAMLError: return {}
+
+
+def _outputs_as_callout(cell, check):
+    """A markdown cell that shows `cell`'s stored outputs (made by the solutions) inside a callout saying so: a
+    check's pass shown open, what a demonstration prints or draws folded, so that on the page no output sits under a
+    function that raises. Text becomes a `text` fence, a figure a captioned image, HTML stays HTML."""
+    opts, parts = _options(cell.source), []
+    for out in cell.outputs:
+        data = out.get("data", {})
+        if out.get("output_type") == "stream": text = _as_shown(_text(out.get("text")))
+        elif "image/png" in data:
+            cap = str(opts.get("fig-cap", "")).replace("\n", " ")
+            alt = str(opts.get("fig-alt", cap)).replace('"', "'").replace("\n", " ")
+            parts.append(f'![{cap}](data:image/png;base64,{_text(data["image/png"]).strip()}){{fig-alt="{alt}"}}')
+            continue
+        elif "text/html" in data:
+            parts.append("```{=html}\n" + _text(data["text/html"]).strip() + "\n```")
+            continue
+        else: text = _text(data.get("text/plain"))
+        if text.strip(): parts.append("```text\n" + text.rstrip("\n") + "\n```")
+    title = ("What passing looks like: with the solutions above, this check prints"
+             if check else "With the solutions above, this shows")
+    attrs = '.callout-tip appearance="simple"' if check else '.callout-note collapse="true"'
+    body = "\n\n".join(parts)
+    return mk_cell(f'::: {{{attrs} title="{title}"}}\n{body}\n:::', "markdown", metadata={})
 
 
 class explorers_as_raw_html(Processor):

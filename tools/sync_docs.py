@@ -94,14 +94,15 @@ def site_links(cfg, text):
 
 
 def readme_text(cfg):
-    "The home page as GitHub Markdown: markdown cells as they are, shown code in python fences, hidden cells left out."
+    """The home page as GitHub Markdown: markdown cells as they are, shown code in python fences; hidden cells, and
+    those that only draw the site's picture (`#| echo: false`), left out."""
     nb = nbformat.read(ROOT / cfg["nbs_path"] / cfg["readme_nb"], as_version=4)
     parts = ["<!-- Generated from nbs/index.ipynb by tools/sync_docs.py: edit the notebook, then run the tool. -->"]
     for c in nb.cells:
         src = c.source.strip()
         if not src or "default_exp" in src.splitlines()[0]: continue
         if c.cell_type == "markdown": parts.append(site_links(cfg, src))
-        elif c.cell_type == "code" and "#| hide" not in src and "#|hide" not in src:
+        elif c.cell_type == "code" and not re.search(r"^#\|\s*(hide\s*$|echo:\s*false)", src, re.M):
             code = "\n".join(l for l in src.splitlines() if not l.startswith("#|"))
             lang = "sh" if code.startswith("!") else "python"
             parts.append(f"```{lang}\n{code.lstrip('!') if lang == 'sh' else code}\n```")

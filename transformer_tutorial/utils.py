@@ -33,7 +33,7 @@ def heatmap(matrix, xlabels: Optional[Sequence] = None, ylabels: Optional[Sequen
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
                 light = (m[i, j] - lo) < 0.5 * (hi - lo)
-                ax.text(j, i, format(m[i, j], fmt), ha='center', va='center', fontsize=8,
+                ax.text(j, i, format(m[i, j], fmt), ha='center', va='center', fontsize=10,
                         color='white' if light else 'black')
     if title: ax.set_title(title)
     if xlabel: ax.set_xlabel(xlabel)
@@ -45,10 +45,13 @@ def heatmap(matrix, xlabels: Optional[Sequence] = None, ylabels: Optional[Sequen
 def heatmap_grid(matrices: Sequence, titles: Optional[Sequence[str]] = None, ncols: int = 4,
                  xlabels: Optional[Sequence] = None, ylabels: Optional[Sequence] = None,
                  suptitle: Optional[str] = None, cmap: str = 'viridis',
-                 vmin: Optional[float] = None, vmax: Optional[float] = None, size: float = 2.6,
+                 vmin: Optional[float] = None, vmax: Optional[float] = None,
+                 size: Optional[float] = None,
                  colorbar: bool = True, aspect: str = 'equal'):
     """Draw 2-D matrices side by side on one colour scale (all their values unless `vmin`/`vmax`
-    are given) with square cells and one colour bar; returns the Figure."""
+    are given) with square cells and one colour bar; returns the Figure. Each panel `size`
+    inches square, by default as large as fits 8 inches across (at most 2.6), so that the
+    figure is drawn on the page at its own size, its text as large as the page's."""
     import matplotlib.pyplot as plt
     import numpy as np
     n = len(matrices)
@@ -60,6 +63,7 @@ def heatmap_grid(matrices: Sequence, titles: Optional[Sequence[str]] = None, nco
     if vmax is None: vmax = max(np.nanmax(v) for v in values)
     ncols = min(ncols, n)
     nrows = -(-n // ncols)
+    if size is None: size = min(2.6, (8.0 - (0.6 if colorbar else 0)) / ncols)
     fig, axes = plt.subplots(
         nrows,
         ncols,

@@ -80,10 +80,11 @@ def _outputs(folder, out):
     feedback = out.parent / f"{out.stem}_feedback"
     for path, what in ((out, "the grades CSV"), (feedback, "the feedback folder")):
         if _inside(path, folder) or _inside(folder, path):
+            beside = Path(folder).resolve().parent / out.name  # said as the folder was given
+            beside = beside if Path(folder).is_absolute() else Path(os.path.relpath(beside))
             raise ValueError(f"{what} {path} and the submissions folder {folder} overlap: the "
                              "next run would grade its own "
-                             "output; write the grades outside it, e.g. --out "
-                             f"{Path(folder).resolve().parent / out.name}")
+                             f"output; write the grades outside it, e.g. --out {beside}")
     if out.is_dir():
         raise IsADirectoryError(f"--out {out} is a folder; give the CSV file to write, e.g. "
                                 f"{out / 'grades.csv'}")
