@@ -919,3 +919,47 @@ def test_longrope_equals_transformers_within_and_past_the_trained_context(tmp_pa
         assert torch.equal(generate(ours, prompt, 20, temperature=0, use_cache=cache), want)
     to_phi3(ours, tmp_path / 'back')
     with torch.no_grad(): assert (Phi3ForCausalLM.from_pretrained(tmp_path / 'back').eval()(idx).logits - theirs(idx).logits).abs().max() < 1e-5
+
+
+def test_a_course_built_longrope_gpt_goes_out_as_phi3_with_its_trained_context(tmp_path):
+    "A LongRoPE GPT built by the course (no folder behind it) written by to_phi3: config.json says its original_max_position_embeddings at the top, where Phi3Config reads it (its default is 4096), and transformers computes the same logits within and past it."
+    g = torch.Generator().manual_seed(5)
+    scaling = {'rope_type': 'longrope', 'short_factor': (1 + torch.rand(4, generator=g)).tolist(),
+               'long_factor': (1 + 3 * torch.rand(4, generator=g)).tolist(), 'original_max_position_embeddings': 16, 'factor': 4.0}
+    torch.manual_seed(0)
+    ours = GPT.from_config({**LLAMA_BLOCK, 'vocab_size': 97, 'd_model': 32, 'num_heads': 4, 'num_kv_heads': 2, 'num_layers': 2, 'd_ff': 64,
+                            'max_len': 64, 'rope_scaling': scaling, 'layer_norm_eps': 1e-5}).eval()
+    to_phi3(ours, tmp_path / 'out')
+    written = json.loads((tmp_path / 'out' / 'config.json').read_text())
+    assert written['original_max_position_embeddings'] == 16 and written['max_position_embeddings'] == 64
+    theirs = Phi3ForCausalLM.from_pretrained(tmp_path / 'out').eval()
+    idx = torch.randint(0, 97, (2, 40), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for n in (12, 40): assert (ours(idx[:, :n]) - theirs(idx[:, :n]).logits).abs().max() < 1e-4
+    assert from_phi3(tmp_path / 'out').config.rope_scaling == ours.config.rope_scaling
+
+
+def test_a_folder_is_loaded_into_the_model_without_a_second_copy_and_a_model_passed_in_is_never_shared(tmp_path):
+    "From a folder, the tensors read become the GPT's parameters (built on the meta device: one copy of the weights in memory); from a transformers model, the GPT gets copies, so that changing one never changes the other; both equal."
+    torch.manual_seed(0)
+    theirs = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                          num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=True)).eval()
+    theirs.save_pretrained(tmp_path / 'hub')
+    from transformer_tutorial import model_files
+    read, real = {}, model_files._read_tensors
+    def spy(path):   # what the folder's reader hands over
+        read.update(real(path))
+        return read
+    model_files._read_tensors = spy
+    try: folder = from_llama(tmp_path / 'hub')
+    finally: model_files._read_tensors = real
+    v = folder.layers[0].self_attn.w_v.weight
+    assert v.data_ptr() == read['model.layers.0.self_attn.v_proj.weight'].data_ptr()   # the tensor read, not a copy
+    assert folder.head.weight is folder.embed.weight and not any(p.is_meta for p in folder.parameters())
+    passed = from_llama(theirs)
+    assert passed.layers[0].self_attn.w_v.weight.data_ptr() != theirs.model.layers[0].self_attn.v_proj.weight.data_ptr()
+    idx = torch.randint(0, 97, (1, 9))
+    with torch.no_grad():
+        assert torch.equal(folder(idx), passed(idx))
+        passed.layers[0].self_attn.w_v.weight.add_(1.0)
+        assert torch.equal(theirs.model.layers[0].self_attn.v_proj.weight, LlamaForCausalLM.from_pretrained(tmp_path / 'hub').model.layers[0].self_attn.v_proj.weight)

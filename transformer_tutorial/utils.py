@@ -84,11 +84,17 @@ def heatmap_grid(matrices: Sequence, titles: Optional[Sequence[str]] = None, nco
 # %% ../nbs/90_utils.ipynb #ef81a8e9
 def draw_architecture(norm_first: bool = True, ax=None):
     """Draw the encoder-decoder Transformer (pre-LN or post-LN) with matplotlib; returns the
-    Axes."""
+    Axes.
+
+    Without `ax` it gets a figure of its own, one inch per unit of the drawing (7.5 inches
+    wide), so that its text, 10 points or more, keeps its size on the page; given `ax`, it is
+    scaled into it."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch, FancyArrowPatch, Circle
-    if ax is None: _, ax = plt.subplots(figsize=(8.5, 9.5))
-    W, H, GAP, R = 2.6, 0.5, 0.32, 0.14  # box width/height, vertical gap, radius of the ⊕
+    own = ax is None
+    if own: ax = plt.figure().add_axes((0, 0, 1, 1))
+    # in inches on its own figure: box width, one line of text, gap between blocks, ⊕ radius
+    W, LINE, GAP, R = 2.05, 0.18, 0.26, 0.12
     colour = dict(norm='#fde68a', attn='#fdba74', cross='#f9a8d4', ffn='#93c5fd',
                   embed='#e5e7eb', out='#c4b5fd')
 
@@ -105,11 +111,12 @@ def draw_architecture(norm_first: bool = True, ax=None):
             arrow((self.x, self.y), (self.x, self.y + GAP)); self.y += GAP
         def box(self, text, kind):
             self.up()
+            H = LINE * (text.count('\n') + 1) + 0.17  # as tall as its lines of text
             ax.add_patch(
                 FancyBboxPatch((self.x - W / 2, self.y), W, H,
-                               boxstyle='round,pad=0,rounding_size=0.1', fc=colour[kind],
+                               boxstyle='round,pad=0,rounding_size=0.08', fc=colour[kind],
                                ec='#374151', lw=1))
-            ax.text(self.x, self.y + H / 2, text, ha='center', va='center', fontsize=9)
+            ax.text(self.x, self.y + H / 2, text, ha='center', va='center', fontsize=10)
             self.y += H
             return self.y - H / 2  # the box's centre height
         def add(self):
@@ -124,60 +131,62 @@ def draw_architecture(norm_first: bool = True, ax=None):
             if norm_first: self.box('LayerNorm', 'norm')
             centre = self.box(text, kind)
             join = self.add()
-            xs = self.x + self.side * (W / 2 + 0.3)
+            xs = self.x + self.side * (W / 2 + 0.22)
             ax.plot([self.x, xs, xs], [start, start, join], color='#6b7280', lw=1.1)
             arrow((xs, join), (self.x + self.side * R, join), color='#6b7280')
             if not norm_first: self.box('LayerNorm', 'norm')
             return centre
         def frame(self, y0, label):
             ax.add_patch(
-                FancyBboxPatch((self.x - W / 2 - 0.5, y0), W + 1.0, self.y + 0.15 - y0,
-                               boxstyle='round,pad=0,rounding_size=0.2', fc='none',
+                FancyBboxPatch((self.x - W / 2 - 0.38, y0), W + 0.76, self.y + 0.12 - y0,
+                               boxstyle='round,pad=0,rounding_size=0.15', fc='none',
                                ec='#9ca3af', lw=1.2, ls='--'))
-            ax.text(self.x + self.side * (W / 2 + 0.65), (y0 + self.y) / 2, label, ha='center',
+            ax.text(self.x + self.side * (W / 2 + 0.62), (y0 + self.y) / 2, label, ha='center',
                     va='center', fontsize=11, fontweight='bold')
 
-    enc, dec = Column(1.8, -1), Column(6.9, +1)
+    enc, dec = Column(0, -1), Column(W + 1.7, +1)
     for col, tokens, name in ((enc, 'source tokens', 'source'),
                               (dec, 'target tokens (shifted right)', 'target')):
-        ax.text(col.x, -0.15, tokens, ha='center', va='top', fontsize=9)
-        col.box(f'{name} embedding × √d_model', 'embed')
+        ax.text(col.x, -0.1, tokens, ha='center', va='top', fontsize=10)
+        col.box(f'{name} embedding\n× √d_model', 'embed')
         pe = col.add()
         ax.text(col.x - col.side * (R + 0.1), pe, 'positional\nencoding',
-                ha='right' if col.side > 0 else 'left', va='center', fontsize=8)
-        col.y += 0.1
-    y0 = enc.y + 0.05
+                ha='right' if col.side > 0 else 'left', va='center', fontsize=10)
+        col.y += 0.08
+    y0 = enc.y + 0.04
     enc.sublayer('multi-head self-attention', 'attn'); enc.sublayer('feed-forward', 'ffn')
-    enc.y += 0.05; enc.frame(y0, 'N×')
+    enc.y += 0.04; enc.frame(y0, 'N×')
     if norm_first: enc.box('final LayerNorm', 'norm')
-    y0 = dec.y + 0.05
+    y0 = dec.y + 0.04
     dec.sublayer('masked multi-head\nself-attention', 'attn')
     cross = dec.sublayer('cross-attention\nQ: decoder, K, V: memory', 'cross')
     dec.sublayer('feed-forward', 'ffn')
-    dec.y += 0.05; dec.frame(y0, 'N×')
+    dec.y += 0.04; dec.frame(y0, 'N×')
     if norm_first: dec.box('final LayerNorm', 'norm')
     dec.box('linear', 'out')
     dec.up()
-    ax.text(dec.x, dec.y + 0.05, 'logits (B, Lt, tgt_vocab_size)', ha='center', va='bottom',
-            fontsize=9)
+    ax.text(dec.x, dec.y + 0.04, 'logits (B, Lt, tgt_vocab_size)', ha='center', va='bottom',
+            fontsize=10)
     # the memory: from the top of the encoder into every decoder layer's cross-attention (keys
     # and values)
     xm = (enc.x + W / 2 + dec.x - W / 2) / 2 + 0.1
-    top = enc.y + 0.3
-    ax.text(enc.x - 0.1, top + 0.08,
+    top = enc.y + 0.25
+    ax.text(enc.x - 0.1, top + 0.06,
             'memory (B, Ls, d_model):\nthe keys and values of\nevery decoder layer', ha='left',
-            va='bottom', fontsize=9, color='#be185d')
+            va='bottom', fontsize=10, color='#be185d')
     ax.plot([enc.x, enc.x, xm, xm], [enc.y, top, top, cross], color='#be185d', lw=1.6)
     arrow((xm, cross), (dec.x - W / 2, cross), color='#be185d', lw=1.6)
-    ax.text(xm - 0.08, cross + 0.1, 'K, V', ha='right', va='bottom',
-            fontsize=8, color='#be185d')
-    ax.set_xlim(-0.6, 9.3)
-    ax.set_ylim(-0.6, max(dec.y, top) + 0.5)
+    ax.text(xm - 0.07, cross + 0.07, 'K, V', ha='right', va='bottom', fontsize=10,
+            color='#be185d')
+    x0, x1 = enc.x - W / 2 - 0.85, dec.x + W / 2 + 0.85
+    y1 = max(dec.y + 0.3, top + 0.65)
+    ax.set_xlim(x0, x1); ax.set_ylim(-0.4, y1)
     ax.set_aspect('equal')
     ax.axis('off')
     ax.set_title(
         ('pre-LN' if norm_first else 'post-LN') + f' Transformer (norm_first={norm_first})',
         fontsize=11)
+    if own: ax.figure.set_size_inches(x1 - x0, y1 + 0.4)  # one unit of the drawing per inch
     return ax
 
 # %% ../nbs/90_utils.ipynb #e44ee74d
@@ -192,18 +201,18 @@ def plot_positional_encoding(d_model: int = 64, max_len: int = 100,
     if bad:
         raise ValueError(f"dimensions {bad} are outside [0, {d_model}) for d_model={d_model}")
     pe = sinusoidal_positional_encoding(max_len, d_model)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6),
-                                      gridspec_kw={'width_ratios': [1, 1.3]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.6),
+                                      gridspec_kw={'width_ratios': [1, 1.1]})
     heatmap(pe, ax=left, cmap='RdBu', vmin=-1, vmax=1, xlabel='dimension', ylabel='position',
             title=f'PE, max_len={max_len}, d_model={d_model}')
     left.images[0].set_interpolation('nearest')  # one block per entry, no smoothing
     for d in dims:
         wavelength = 2 * math.pi * 10000 ** ((d - d % 2) / d_model)
-        right.plot(pe[:, d], label=f"dim {d} ({'cos' if d % 2 else 'sin'}, wavelength "
-                                   f"{wavelength:.0f})")
+        right.plot(pe[:, d], label=f"{d} {'cos' if d % 2 else 'sin'} ({wavelength:.0f})")
     right.set_xlabel('position'); right.set_ylabel('value')
-    # beside the curves, never over them
-    right.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    # beside the curves, never over them; a column per 8 dimensions
+    right.legend(title='dim (wavelength)', ncol=-(-len(dims) // 8), loc='upper left',
+                 bbox_to_anchor=(1.02, 1), borderaxespad=0)
     right.set_title('chosen dimensions')
     fig.tight_layout()
     return fig
