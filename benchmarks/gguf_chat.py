@@ -1,4 +1,4 @@
-"""SmolLM2-135M-Instruct from its GGUF file (chapter 17e, issue 48): the course against transformers reading the same file.
+"""SmolLM2-135M-Instruct from its GGUF file (chapter 17f, issue 48): the course against transformers reading the same file.
 
 Usage: python benchmarks/gguf_chat.py --file SmolLM2-135M-Instruct.Q4_1.gguf [--part load prompts speed quantize] [--max-new 64]
 

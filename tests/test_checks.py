@@ -290,7 +290,8 @@ def test_code_run_before_the_import_cell_gets_told_to_run_from_the_top():
 
 
 # ---- blind spots: degenerate inputs, dtypes, side effects, parameters shared between sublayers
-# The mutants live in the pitfalls chapter (section 12); test_mutant_rejected_with_diagnosis runs the checks on them.
+# The mutants live in chapter 14a (pitfalls.layers, "Right on the usual inputs, wrong at the edges");
+# test_mutant_rejected_with_diagnosis runs the checks on them.
 from transformer_tutorial.pitfalls import (attention_in_float32, attention_squeezed, padding_mask_from_lengths,
                                            split_heads_length_from_view, LayerNormNoEps, EncoderLayerOneNorm)
 

@@ -1,4 +1,4 @@
-"""Chapter 17c's Gemma, Gemma 2 and Gemma 3 (text) against transformers' GemmaForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM.
+"""Chapter 17d's Gemma, Gemma 2 and Gemma 3 (text) against transformers' GemmaForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM.
 
 Small random models built offline from a config, every weight (the norms' stored g - 1 included) moved off its
 initialization: logits, greedy tokens past the sliding window with and without the cache, folders read as transformers
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from transformer_tutorial.gpt import GPT, gpt_parameter_count
-from transformer_tutorial.llama import (FAMILIES, LLAMA_BLOCK, llama_config, from_gemma, from_gemma2, from_gemma3, to_gemma, to_gemma2,
-                                        to_gemma3, to_llama, from_llama)
+from transformer_tutorial.llama import FAMILIES, LLAMA_BLOCK, llama_config, from_llama
+from transformer_tutorial.llama_families import to_llama, from_gemma, from_gemma2, from_gemma3, to_gemma, to_gemma2, to_gemma3
 from transformer_tutorial.multi_head import MultiHeadAttention
 from transformer_tutorial.layer_norm import SublayerConnection
 from transformer_tutorial.modern_blocks import SwiGLUFeedForward
@@ -133,7 +133,7 @@ def test_what_a_gemma_cannot_be_is_named(tmp_path):
         GPT(50, 16, 16, 2, 1, 32, positions='rope', rope_local_base=100.0)
 
 
-@pytest.mark.parametrize('model_type, nearest', [('gemma3', "Gemma 3 \\(model_type 'gemma3_text'\\)"), ('deepseek_v3', "Qwen3-MoE"),
+@pytest.mark.parametrize('model_type, nearest', [('gemma3n', "Gemma 3 \\(model_type 'gemma3_text'\\)"), ('deepseek_v3', "Qwen3-MoE"),
                                                  ('gpt2', "from_gpt2 \\(chapter 17b\\) reads it")])
 def test_an_architecture_the_course_lacks_is_named_with_the_nearest_it_has(model_type, nearest, tmp_path):
     from transformer_tutorial.open_models import load_open_model
@@ -165,3 +165,52 @@ def test_a_gemma2_folder_chats_from_the_command_line_as_transformers_does(tmp_pa
     out = model.generate(ids, attention_mask=torch.ones_like(ids))
     reply = hf_tok.decode(out[0, ids.size(1):], skip_special_tokens=True)
     assert capsys.readouterr().out == reply + "\n" and len(reply) > 3 and out[0, -1] in ends   # text, then the end of a turn
+
+
+def random_gemma3_multimodal(**text):
+    "A small transformers Gemma3ForConditionalGeneration (a SigLIP image encoder and a Gemma 3 text model), every weight moved."
+    config = transformers.Gemma3Config(
+        text_config={**SMALL, 'sliding_window': 7, 'sliding_window_pattern': 3, 'rope_local_base_freq': 100.0, **text},
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14),
+        mm_tokens_per_image=4, boi_token_index=94, eoi_token_index=95, image_token_index=96)
+    torch.manual_seed(0)
+    model = transformers.Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters(): p.add_((0.3 if 'norm' in name else 0.1) * torch.randn_like(p))
+    return model
+
+
+def test_a_multimodal_gemma3_folder_reads_as_its_text_model(tmp_path):
+    "Gemma 3's 4B, 12B and 27B come as one multimodal checkpoint (model_type gemma3): from_gemma3 reads its text model, from the folder (sharded, the image encoder's tensors never read), from a text_config that states only what differs from Gemma3TextConfig's defaults (as the published ones do), and from the model itself; logits and greedy tokens are transformers' for a text."
+    from transformer_tutorial.llama import _IMAGE_PARTS
+    from transformer_tutorial.model_files import _foreign_source
+    from transformer_tutorial.open_models import load_open_model
+    theirs = random_gemma3_multimodal()
+    theirs.save_pretrained(tmp_path / 'hub', max_shard_size='50KB')
+    assert len(list((tmp_path / 'hub').glob('model-*.safetensors'))) > 1
+    with torch.no_grad(): expected = theirs(input_ids=IDX).logits
+    prompt = IDX[:1, :6]
+    greedy = theirs.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=30, do_sample=False, eos_token_id=None)
+    # the published files' text_config: only what differs from the defaults
+    hf = json.loads((tmp_path / 'hub' / 'config.json').read_text())
+    defaults = transformers.Gemma3TextConfig().to_dict()
+    sparse = {**hf, 'text_config': {k: v for k, v in hf['text_config'].items() if k not in defaults or defaults[k] != v}}
+    assert 'vocab_size' not in sparse['text_config'] or sparse['text_config']['vocab_size'] == 97
+    (tmp_path / 'sparse').mkdir()
+    for f in (tmp_path / 'hub').iterdir(): (tmp_path / 'sparse' / f.name).write_bytes(f.read_bytes())
+    (tmp_path / 'sparse' / 'config.json').write_text(json.dumps(sparse))
+    for source in (tmp_path / 'hub', tmp_path / 'sparse', theirs):
+        ours = from_gemma3(source)
+        assert ours.config.sliding_layers == [0, 1, 3, 4] and ours.config.rope_local_base == 100.0
+        with torch.no_grad(): torch.testing.assert_close(ours(IDX), expected, atol=1e-4, rtol=0)
+        for cache in (True, False): assert torch.equal(generate(ours, prompt, 30, temperature=0, use_cache=cache), greedy)
+    hf_read, state = _foreign_source(tmp_path / 'hub', None, 'Gemma 3', skip=lambda hf: _IMAGE_PARTS)
+    assert state and not [n for n in state if n.startswith(_IMAGE_PARTS)]
+    assert any(n.startswith('vision_tower.') for n in _foreign_source(tmp_path / 'hub', None, 'Gemma 3')[1])
+    # the folder's model_type routes to Gemma 3's text model; what is missing next is the tokenizer
+    with pytest.raises(FileNotFoundError, match='tokenizer'):
+        load_open_model(tmp_path / 'hub')
+    bad = {**hf}; bad.pop('text_config')
+    (tmp_path / 'sparse' / 'config.json').write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="a gemma3 config.json holds its text model's settings under 'text_config', which this one lacks"):
+        from_gemma3(tmp_path / 'sparse')

@@ -1,4 +1,4 @@
-"Chapter 17e: GGUF blocks read and written bit for bit as the `gguf` package does; a Llama GGUF file read into the course's model and tokenizer, equal to transformers reading the same file; the real SmolLM2-135M-Instruct answering as transformers does."
+"Chapter 17f: GGUF blocks read and written bit for bit as the `gguf` package does; a Llama GGUF file read into the course's model and tokenizer, equal to transformers reading the same file; the real SmolLM2-135M-Instruct answering as transformers does."
 import os, pathlib, subprocess, sys, zipfile
 import numpy as np
 import pytest

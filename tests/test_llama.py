@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from transformer_tutorial.gpt import GPT, GPTConfig, gpt_parameter_count, gpt_flops_per_token
-from transformer_tutorial.llama import FAMILIES, LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_mistral, from_qwen2, from_qwen3, from_phi3, from_olmo2, from_mixtral, from_qwen3_moe, to_llama, to_mistral, to_qwen2, to_qwen3, to_phi3, to_olmo2, to_mixtral, to_qwen3_moe, _llama_names
+from transformer_tutorial.llama import FAMILIES, LLAMA_BLOCK, llama_config, load_llama_state, from_llama, from_mistral, from_qwen2, _llama_names
+from transformer_tutorial.llama_families import to_llama, to_mistral, to_qwen2, from_qwen3, from_phi3, from_olmo2, from_mixtral, from_qwen3_moe, to_qwen3, to_phi3, to_olmo2, to_mixtral, to_qwen3_moe
 from transformer_tutorial.sampling import generate, gpt_decode_step
 from transformer_tutorial.decoding import KVCache
 from transformer_tutorial.training import record_attention
@@ -596,7 +597,10 @@ def test_generation_settings_of_qwen25_instructs_published_file(tmp_path):
     from transformers import GenerationConfig
     from transformer_tutorial.open_models import generation_settings
     from transformer_tutorial import llama
-    assert llama.generation_settings is generation_settings   # its home before chapter 17d, still importable
+    assert llama.generation_settings is generation_settings   # its home before chapter 17e, still importable
+    from transformer_tutorial import llama_families
+    assert llama.to_llama is llama_families.to_llama and llama.from_gemma3 is llama_families.from_gemma3   # theirs before chapter 17d
+    with pytest.raises(AttributeError, match="module 'transformer_tutorial.llama' has no attribute 'from_gemma4'"): llama.from_gemma4
     published = {"bos_token_id": 151643, "pad_token_id": 151643, "do_sample": True, "eos_token_id": [151645, 151643], "repetition_penalty": 1.1,
                  "temperature": 0.7, "top_p": 0.8, "top_k": 20, "transformers_version": "4.37.0"}
     (tmp_path / 'config.json').write_text(json.dumps(QWEN25_05B))
@@ -846,7 +850,7 @@ def test_what_a_mixture_cannot_be_is_named(tmp_path):
 
 
 def test_the_shipped_published_configs_cover_every_family_and_count_as_transformers_builds():
-    "Chapter 17d's table reads these: each family the course loads appears, and each model's size is what transformers builds from the same file."
+    "Chapter 17e's table reads these: each family the course loads appears, and each model's size is what transformers builds from the same file."
     from transformer_tutorial.open_models import published_configs, family_switches
     configs = published_configs()
     assert len(configs) == 12 and {hf['model_type'] for hf in configs.values()} == set(FAMILIES)
@@ -947,8 +951,8 @@ def test_a_folder_is_loaded_into_the_model_without_a_second_copy_and_a_model_pas
     theirs.save_pretrained(tmp_path / 'hub')
     from transformer_tutorial import model_files
     read, real = {}, model_files._read_tensors
-    def spy(path):   # what the folder's reader hands over
-        read.update(real(path))
+    def spy(path, skip=()):   # what the folder's reader hands over
+        read.update(real(path, skip))
         return read
     model_files._read_tensors = spy
     try: folder = from_llama(tmp_path / 'hub')

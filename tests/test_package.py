@@ -175,7 +175,7 @@ def test_seeded_builders_and_checks_keep_every_generator(monkeypatch):
     import torch
     from transformer_tutorial import checks
     from transformer_tutorial.copy_task import CopyTask
-    from transformer_tutorial.positions import position_model
+    from transformer_tutorial.position_models import position_model
     from transformer_tutorial.layer_norm import LayerNorm
     cuda = _StartedCuda(monkeypatch)
     torch.manual_seed(123); expected = torch.rand(3)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from transformer_tutorial.gpt import GPT
-from transformer_tutorial.llama import LLAMA_BLOCK, from_llama, from_mistral, from_gemma2
+from transformer_tutorial.llama import LLAMA_BLOCK, from_llama, from_mistral
+from transformer_tutorial.llama_families import from_gemma2
 from transformer_tutorial.gpt2 import from_gpt2
 from transformer_tutorial.sampling import generate
 

@@ -1,4 +1,5 @@
-"Positions beyond sinusoids: learned absolute, Shaw's relative, RoPE and ALiBi, the model that takes each, the copy-in-context task."
+"""Positions beyond sinusoids (chapter 9b: learned absolute, Shaw's relative, RoPE and ALiBi) and the length test (chapter 9c:
+the model that takes each, the copy-in-context task)."""
 import math
 
 import pytest
@@ -8,10 +9,11 @@ from transformer_tutorial.attention import scaled_dot_product_attention
 from transformer_tutorial.masks import causal_mask
 from transformer_tutorial.multi_head import MultiHeadAttention
 from transformer_tutorial.training import PAD, START, END
-from transformer_tutorial.positions import (SCHEMES, LearnedPositionalEmbedding, relative_positions, ShawRelativePositions,
+from transformer_tutorial.positions import (LearnedPositionalEmbedding, relative_positions, ShawRelativePositions,
                                             relative_attention, rope_frequencies, apply_rope, rope_permutation, alibi_slopes,
-                                            alibi_bias, PositionalSelfAttention, PositionLM, copy_sequences, position_model,
-                                            train_position_model, length_accuracy)
+                                            alibi_bias)
+from transformer_tutorial.position_models import (SCHEMES, PositionalSelfAttention, PositionLM, copy_sequences,
+                                                  position_model, train_position_model, length_accuracy)
 
 F64 = torch.float64
 
@@ -388,17 +390,17 @@ def test_a_tiny_training_run_learns_in_distribution():
 
 def test_position_models_train_through_the_training_loop(monkeypatch):
     "train_position_model runs the training chapter's `train` and `train_step` (on `LMBatch`es), and gives the losses of the loop written out by hand."
-    import transformer_tutorial.positions as positions
+    import transformer_tutorial.position_models as position_models
     from transformer_tutorial.training import PAD, make_optimizer, sequence_loss
-    calls, real = [], positions.train
-    monkeypatch.setattr(positions, 'train', lambda *a, **kw: calls.append(kw.get('step')) or real(*a, **kw))
-    _, losses = positions.train_position_model('alibi', seed=3, steps=12, warmup=4)
+    calls, real = [], position_models.train
+    monkeypatch.setattr(position_models, 'train', lambda *a, **kw: calls.append(kw.get('step')) or real(*a, **kw))
+    _, losses = position_models.train_position_model('alibi', seed=3, steps=12, warmup=4)
     assert calls == [None] and len(losses) == 12  # the default step, train_step, on LMBatch batches
-    model = positions.position_model('alibi', 3, 32).train()  # the same run, step by step
+    model = position_models.position_model('alibi', 3, 32).train()  # the same run, step by step
     opt, sched = make_optimizer(model, 5e-3, 4, total=12, cooldown=0.3, floor=0.05)
     g, by_hand = torch.Generator().manual_seed(3), []
     for _ in range(12):
-        inputs, targets = positions.copy_sequences(torch.randint(1, 9, (32,), generator=g), 32, g)
+        inputs, targets = position_models.copy_sequences(torch.randint(1, 9, (32,), generator=g), 32, g)
         loss = sequence_loss(model(inputs), targets, PAD)
         opt.zero_grad(); loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); sched.step()
         by_hand.append(loss.item())

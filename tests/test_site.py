@@ -702,7 +702,7 @@ def test_no_horizontal_overflow_on_a_phone(site):
 WIDE_OUTPUTS = {
     "complexity.html": {"f0bd19be": "a table of timings, one column per sequence length"},
     "model_files.html": {"b1394885": "a safetensors header: tensor names beside their dtype, shape and offsets"},
-    "pitfalls.html": {"00ca631e": "a table of mutants: name, the check that catches it, its message"},
+    "second_half_pitfalls.html": {"00ca631e": "a table of mutants: name, the check that catches it, its message"},
     "grading_copies.html": {"aae0b02b": "a table: each exercise beside the reference functions it holds"},
     "open_families.html": {"75b0ca40": "a table: each family's tokenizer pipeline, step beside step"},
     "fast.html": {"d5148575": "torch.profiler's table, as it prints it"},
@@ -785,12 +785,7 @@ def _image_bytes(img):
 
 
 # Figures stored before their smallest text was recorded, and why they are not drawn again: (page, cell id) -> why.
-FIGURES_UNRECORDED = {
-    ("positions.html", "ee4bc24e"): "drawn from the ten trained models of chapter 9b's length test, whose numbers the "
-                                    "prose cites; a run now trains them to other numbers (PyTorch 2.13 on 2 cores), "
-                                    "so the figure waits for the prose to be rewritten from a new run",
-    ("positions.html", "fd47c417"): "the same models' accuracy by copied token, cited number by number in the prose",
-}
+FIGURES_UNRECORDED = {}
 
 
 def test_figure_text_is_no_smaller_than_the_page_text(site, capsys):
@@ -823,9 +818,7 @@ def test_figure_text_is_no_smaller_than_the_page_text(site, capsys):
 # A temporary folder's path in a printed output: noise to a reader (it names a folder that no longer exists), so the
 # notebooks work in a fresh folder with relative paths. Listed: (page, cell id) -> why the absolute path is the point.
 TEMP_PATH = re.compile(r"(?:/tmp|/var/folders|/private/var|[A-Z]:\\[^\s]*\\Temp)/[\w./-]*|\btmp[a-z0-9_]{8}\b")
-TEMP_PATHS_SHOWN = {
-    ("grading_class.html", "24a26772"): "the cheat quoted writes to a classmate's notebook by its absolute path",
-}
+TEMP_PATHS_SHOWN = {}
 
 
 def test_no_temporary_paths_in_outputs(site):
@@ -843,10 +836,6 @@ def test_no_temporary_paths_in_outputs(site):
 MAX_SCREENS = 20
 LONG_PAGES = {
     "api.html": "the API reference: a table looked up, not read through",
-    # not yet split, and where each would split
-    "llama.html": "not yet split: from Mistral's window to Gemma's caps, the other families would make a chapter",
-    "pitfalls.html": "not yet split: sections 12 to 15 (the edges, the course's second half, generation) would",
-    "positions.html": "not yet split: one model with five schemes and the length test would make a chapter",
 }
 
 

@@ -27,7 +27,8 @@ _WHERE = {  # name -> the module (and chapter) that defines it
     **dict.fromkeys(['GPT', 'GPTConfig'], 'gpt'),
     'generate': 'sampling',
     'from_gpt2': 'gpt2',
-    **dict.fromkeys(['from_llama', 'to_llama', 'from_qwen2', 'to_qwen2'], 'llama'),
+    **dict.fromkeys(['from_llama', 'from_qwen2'], 'llama'),
+    **dict.fromkeys(['to_llama', 'to_qwen2'], 'llama_families'),
     **dict.fromkeys(['from_marian', 'to_marian'], 'marian'),
     'flash_attention': 'flash',
 }

@@ -451,7 +451,7 @@ def _open_model(args):
     "The open model of --model, or a UsageError saying why its folder cannot be run."
     from transformer_tutorial.open_models import load_open_model
     try:
-        if str(args.model).endswith('.gguf'):  # one llama.cpp file: chapter 17e
+        if str(args.model).endswith('.gguf'):  # one llama.cpp file: chapter 17f
             from transformer_tutorial.gguf import load_gguf
             return load_gguf(args.model)
         return load_open_model(args.model)

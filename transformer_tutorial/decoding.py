@@ -46,7 +46,7 @@ class KVCache:
                              "use_cache=False there (an argument of greedy_decode and "
                              "generate; beam search always uses the cache)")
         H = model.config.num_heads
-        # a head width of its own (Qwen3, chapter 17c)
+        # a head width of its own (Qwen3, chapter 17d)
         d_head = getattr(model.config, 'head_dim', None) or model.config.d_model // H
         # fewer with grouped-query attention (chapter 17c)
         H_kv = getattr(model.config, 'num_kv_heads', None) or H

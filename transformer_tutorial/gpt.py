@@ -17,7 +17,8 @@ from torch import nn
 from .validation import _check_positive_int
 from .embeddings import check_token_ids
 from .positional import PositionalEncoding
-from .positions import LearnedPositionalEmbedding, PositionalSelfAttention
+from .positions import LearnedPositionalEmbedding
+from .position_models import PositionalSelfAttention
 from .multi_head import MultiHeadAttention
 from .feed_forward import ACTIVATIONS, PositionwiseFeedForward
 from .modern_blocks import RMSNorm, SwiGLUFeedForward, MoEFeedForward

@@ -34,7 +34,7 @@ class LayerNorm(nn.Module):
 class SublayerConnection(nn.Module):
     """A residual around `sublayer`: pre-LN x + drop(f(norm(x))) or post-LN norm(x +
     drop(f(x))); with `norm_output`, x + drop(norm(f(x))), the sublayer's output normed (OLMo
-    2, chapter 17c); with `sandwich`, x + drop(norm'(f(norm(x)))), its input and its output
+    2, chapter 17d); with `sandwich`, x + drop(norm'(f(norm(x)))), its input and its output
     each normed by a norm of its own (Gemma); `norm` makes the norm from d_model (a LayerNorm
     unless given)."""
     def __init__(self, d_model: int, dropout: float = 0.0, norm_first: bool = True,

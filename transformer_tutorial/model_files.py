@@ -163,16 +163,16 @@ TORCH_DTYPES = {'BOOL': 'bool', 'U8': 'uint8', 'I8': 'int8', 'F8_E4M3': 'float8_
                 'BF16': 'bfloat16', 'I32': 'int32', 'U32': 'uint32', 'F32': 'float32',
                 'I64': 'int64', 'U64': 'uint64', 'F64': 'float64'}
 
-def _read_tensors(path):
+def _read_tensors(path, skip: Tuple[str, ...] = ()):
     """The tensors of a checked safetensors file, each read from the file straight into its own
     memory: one copy of the weights, none memory-mapped (replacing the file later cannot affect
-    them)."""
+    them); those whose names begin with a prefix in `skip` are not read."""
     path = pathlib.Path(path)
     header, tensors = read_header(path), {}
     with open(path, 'rb') as f:
         start = 8 + int.from_bytes(f.read(8), 'little')  # the data follow the header
         for name, info in header.items():
-            if name == '__metadata__': continue
+            if name == '__metadata__' or name.startswith(skip): continue
             dtype = getattr(torch, TORCH_DTYPES[info['dtype']])
             tensor = torch.empty(info['shape'], dtype=dtype)
             begin, stop = info['data_offsets']
@@ -363,10 +363,12 @@ def _hub_folder(repo_id):
         raise FileNotFoundError(f"no model folder or file at {repo_id}, and no Hub repo of "
                                 f"that name could be fetched ({type(e).__name__})") from None
 
-def _foreign_source(source, config, family: str) -> Tuple[dict, Dict[str, torch.Tensor]]:
+def _foreign_source(source, config, family: str,
+                    skip=lambda hf: ()) -> Tuple[dict, Dict[str, torch.Tensor]]:
     """(config dict, state dict) of another library's model: a `transformers` model, a state
     dict with its `config`, or a folder or Hub id holding config.json and model.safetensors
-    (checked, nothing unpickled); `family` names the format in errors."""
+    (checked, nothing unpickled); `family` names the format in errors. From a folder, the
+    tensors whose names begin with a prefix of `skip(config dict)` are not read."""
     if isinstance(source, torch.nn.Module): return source.config.to_dict(), source.state_dict()
     if isinstance(source, dict):
         if config is None:
@@ -383,8 +385,8 @@ def _foreign_source(source, config, family: str) -> Tuple[dict, Dict[str, torch.
     if (folder / WEIGHTS_NAME).is_file():
         # checked (and a pickle refused) before a byte of tensor data is read
         read_header(folder / WEIGHTS_NAME)
-        return hf, _read_tensors(folder / WEIGHTS_NAME)
-    if (folder / INDEX_NAME).is_file(): return hf, _read_shards(folder)
+        return hf, _read_tensors(folder / WEIGHTS_NAME, skip(hf))
+    if (folder / INDEX_NAME).is_file(): return hf, _read_shards(folder, skip(hf))
     raise FileNotFoundError(f"{folder} has neither {WEIGHTS_NAME} nor {INDEX_NAME} with its "
                             "shards: pickle-based weights are never read here; "
                             f"load the model with transformers and pass it instead")
@@ -392,10 +394,10 @@ def _foreign_source(source, config, family: str) -> Tuple[dict, Dict[str, torch.
 # weights split over several files: which file holds each tensor
 INDEX_NAME = 'model.safetensors.index.json'
 
-def _read_shards(folder: pathlib.Path) -> Dict[str, torch.Tensor]:
+def _read_shards(folder: pathlib.Path, skip: Tuple[str, ...] = ()) -> Dict[str, torch.Tensor]:
     """The tensors of a folder whose weights are split over safetensors shards, as its index
     lists them; every shard's header checked before any tensor is read, and a missing or
-    unlisted shard or tensor named."""
+    unlisted shard or tensor named; those whose names begin with a prefix in `skip` not read."""
     index = folder / INDEX_NAME
     try: where = json.loads(index.read_text(encoding='utf-8'))['weight_map']
     except (ValueError, KeyError, TypeError) as e:
@@ -429,7 +431,7 @@ def _read_shards(folder: pathlib.Path) -> Dict[str, torch.Tensor]:
         raise ModelFileError(f"{INDEX_NAME} puts {missing[0]!r} in {where[missing[0]]}, which "
                              "does not hold it")
     state = {}
-    for name in shards: state.update(_read_tensors(folder / name))
+    for name in shards: state.update(_read_tensors(folder / name, skip))
     return state
 
 def from_pretrained(path: Union[str, os.PathLike], device: Union[str, torch.device] = 'cpu',

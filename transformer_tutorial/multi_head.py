@@ -68,7 +68,7 @@ def repeat_kv(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o`; `mask` is boolean, True
-    = may attend. Switches of later families (chapter 17c): `head_dim`, a head width of its
+    = may attend. Switches of later families (chapter 17d): `head_dim`, a head width of its
     own (default d_model / num_heads), `qk_norm`, a norm (made by `qk_norm(d_head)`) of each
     head's queries and keys, or with `qk_norm_per_head=False` one over all the queries'
     features and one over all the keys' (`qk_norm(H d_head)`, `qk_norm(H_kv d_head)`);
