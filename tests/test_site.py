@@ -34,13 +34,15 @@ DESKTOP, PHONE = {"width": 1280, "height": 900}, {"width": 420, "height": 900}
 # Notebooks whose page must have at least one explorer: a Vega/Vega-Lite chart (.vega-embed) with a range slider.
 EXPECTED_EXPLORER_NOTEBOOKS = ["06_positional_encoding.ipynb", "02_masks.ipynb", "11_copy_task.ipynb"]
 # Docstrings whose rendered text must keep every character (Markdown must not turn `*` or `_` into italics).
-DOCSTRINGS = {
-    "03_multi_head_attention.ipynb": ["transformer_tutorial.multi_head:split_heads", "transformer_tutorial.multi_head:merge_heads",
-                                      "transformer_tutorial.multi_head:to_torch_attn_mask"],
-    "13a_attention_checks.ipynb": ["transformer_tutorial.checks.attention:check_split_heads",
-                                   "transformer_tutorial.checks.attention:check_merge_heads"],
-    "16_shakespeare.ipynb": ["transformer_tutorial.shakespeare:ngram_model"],
-}
+def documented():
+    "{page: [(module, name), ...]}: every function and class nbdev documents, from the package's index (methods aside)."
+    from transformer_tutorial._modidx import d
+    pages = {}
+    for module, syms in d["syms"].items():
+        for full, (doc, _) in syms.items():
+            name = full[len(module) + 1:]
+            if "." not in name: pages.setdefault(doc.split("#")[0], []).append((module, name))
+    return pages
 # nbgrader's markers: no page may show them, except the teacher's page, whose subject they are.
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 MARKER_NOTEBOOKS_ALLOWED = ["15_assignments.ipynb", "92_api.ipynb"]  # the teacher's page, and the API page quoting its module
@@ -366,7 +368,11 @@ VISIBLE_CODE_JS = r"""
 
 DOCS_JS = r"""
 (names) => Object.fromEntries(names.map(name => {
-  const heading = [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')].find(h => h.textContent.trim() === name);
+  // the heading nbdev's show_doc writes (a "source" link just before its section), not prose of the same name
+  const headings = [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')].filter(h => h.textContent.trim() === name);
+  const before = h => (h.closest('section') || h).previousElementSibling;
+  const heading = headings.find(h => before(h) && [...before(h).querySelectorAll('a')]
+                                      .some(a => a.textContent.trim() === 'source')) || headings[0];
   if (!heading) return [name, null];
   const section = heading.closest('section') || heading.parentElement;
   const parts = [...section.children].filter(c => c !== heading && !c.matches('section, div.sourceCode, .cell'));
@@ -388,6 +394,7 @@ class Site:
         self.current = None
         self.contexts = {}
         self.vega_pages = {p for p, _ in vega_charts()}
+        self.documented = documented()
 
     # Requests to any host but 127.0.0.1.
     def route(self, route):
@@ -455,8 +462,7 @@ class Site:
             self.data[rel] = page.evaluate(COLLECT_JS, [SOLUTION_SUMMARY])
             page.screenshot(path=str(SCREENS / "desktop" / (rel.replace("/", "__")[:-5] + ".png")), full_page=True)
             if self.data[rel]["solutions"]: self.unfold_solutions(page, rel)
-            nb = notebook_of(rel)
-            names = [n.split(":")[1] for n in DOCSTRINGS.get(nb.relative_to(NBS).as_posix() if nb else "", [])]
+            names = [name for _, name in self.documented.get(rel, [])]
             if names: self.data[rel]["docs"] = page.evaluate(DOCS_JS, names)
         page.close()
         phone = self.contexts["phone"] = self.new_context(PHONE)
@@ -702,7 +708,6 @@ def test_no_horizontal_overflow_on_a_phone(site):
 WIDE_OUTPUTS = {
     "complexity.html": {"f0bd19be": "a table of timings, one column per sequence length"},
     "model_files.html": {"b1394885": "a safetensors header: tensor names beside their dtype, shape and offsets"},
-    "second_half_pitfalls.html": {"00ca631e": "a table of mutants: name, the check that catches it, its message"},
     "grading_copies.html": {"aae0b02b": "a table: each exercise beside the reference functions it holds"},
     "open_families.html": {"75b0ca40": "a table: each family's tokenizer pipeline, step beside step"},
     "fast.html": {"d5148575": "torch.profiler's table, as it prints it"},
@@ -896,22 +901,22 @@ def _norm(text):
 
 
 def test_docstrings_not_mangled(site):
-    "Docstrings keep their literal characters (`*`, `_`) instead of turning into italics."
+    "Every docstring on its page as written: its `*`, `**` and `_` kept, not turned into italics or bold (math in code)."
     problems = []
-    for nb_name, objs in DOCSTRINGS.items():
-        page = page_of(nb_name)
-        if page not in site.data:
-            problems.append(f"{page}: no such page (from nbs/{nb_name})")
-            continue
-        docs = site.data[page].get("docs", {})
-        for spec in objs:
-            mod, name = spec.split(":")
-            doc = inspect.getdoc(getattr(importlib.import_module(mod), name)) or ""
-            shown = docs.get(name)
-            if shown is None: problems.append(f"{page}: no heading {name!r} documenting {mod}.{name}")
-            elif _norm(doc) not in _norm(shown):
-                first = _norm(shown)[:len(_norm(doc)) + 40]
-                problems.append(f"{page}: {name}'s docstring is rendered as {first!r}, expected {_norm(doc)!r}")
+    for page, objs in site.documented.items():
+        docs = site.data.get(page, {}).get("docs", {})
+        for module, name in objs:
+            obj = getattr(importlib.import_module(module), name, None)
+            doc, shown = inspect.getdoc(obj) or "", docs.get(name)
+            public = not name.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
+            if doc and public and shown is None:
+                problems.append(f"{page}: no heading documents {module}.{name}")
+            if not doc or shown is None: continue
+            want, got = _norm(doc), _norm(shown)
+            if want not in got:
+                at = next((i for i, (x, y) in enumerate(zip(want, got)) if x != y), min(len(want), len(got)))
+                problems.append(f"{page}: {module}.{name}'s docstring is rendered as ...{got[max(0, at - 40):at + 40]!r}, "
+                                f"written ...{want[max(0, at - 40):at + 40]!r}: put math in backticks")
     _report(problems, "mangled docstrings")
 
 

@@ -650,9 +650,9 @@ def _tokens_1d(name, out, max_len, end, what, V, after_end=None):
 def check_beam_search(fn: Callable) -> None:
     """Check `fn(model, src, max_len, beam_size, alpha, start_id, end_id, pad_id)`: beam search
     over one source (1, Ls) ranking every candidate by log-probability / length_penalty,
-    finished beams kept and extended only by pad_id, top-k over beam_size * V; the hypothesis it
-    returns (1, ≤max_len) must score as the course's beam_search's (ties broken either way
-    pass); beam_size 1 is greedy decoding; max_len 1; float64."""
+    finished beams kept and extended only by pad_id, top-k over `beam_size * V`; the
+    hypothesis it returns (1, ≤max_len) must score as the course's beam_search's (ties broken
+    either way pass); beam_size 1 is greedy decoding; max_len 1; float64."""
     name, n = 'beam_search', 0
     model, pad, start, max_len = _tiny_model(), 0, 1, 12
     V = model.config.tgt_vocab_size

@@ -56,8 +56,8 @@ def tiled_attention_whole_matrix(q, k, v, causal, block):
     )
 
 def tiled_backward_without_d(q, k, v, out, lse, d_out, causal, block):
-    """FlashAttention's backward with dS = P * dP: the softmax's correction D = rowsum(dO * O)
-    left out."""
+    """FlashAttention's backward with `dS = P * dP`: the softmax's correction
+    `D = rowsum(dO * O)` left out."""
     c = 1 / math.sqrt(q.size(-1))
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     for j in range(0, k.size(-2), block):
@@ -264,8 +264,8 @@ def greedy_cached_position_zero(model, src, max_len, start_id, end_id, pad_id):
     return torch.stack(out, 1)
 
 def length_penalty_without_denominator(length, alpha):
-    """GNMT's length penalty without its (5 + 1) ** alpha: the same ranking, but 6 ** alpha for
-    one token instead of 1."""
+    """GNMT's length penalty without its `(5 + 1) ** alpha`: the same ranking, but
+    `6 ** alpha` for one token instead of 1."""
     return (5 + length) ** alpha
 
 @torch.no_grad()
