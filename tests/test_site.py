@@ -318,14 +318,46 @@ COLLECT_JS = r"""
              title: (c.querySelector('.callout-title-container') || {textContent: ''}).textContent.trim(),
              text: c.textContent, folded: !!c.querySelector('.callout-collapse.collapse:not(.show)')})),
     height: document.documentElement.scrollHeight,
+    charts: [...document.querySelectorAll('.vega-embed')].map(e => ({
+             sliders: e.querySelectorAll('input[type=range]').length,
+             drawn: !!e.querySelector('canvas, svg.marks')})),
+  };
+}
+"""
+
+# What the page shows at the width it is loaded at (collected at both widths, as `site.data[page]["screen"]` and
+# `site.phone[page]["screen"]`).
+SCREEN_JS = r"""
+() => {
+  const main = document.querySelector('main') || document.body;
+  const visible = e => e.checkVisibility ? e.checkVisibility({visibilityProperty: true}) : !!e.offsetWidth;
+  const cell = e => (e.closest('.cell') || {}).id || '';
+  const describe = e => e.tagName.toLowerCase() + (e.classList.length ? '.' + [...e.classList].slice(0, 3).join('.') : '');
+  return {
     // the smallest text of the page around its figures: prose, tables, code and outputs (not math, pictures, notes)
     smallestText: Math.min(...[...main.querySelectorAll('*')].filter(e => !e.closest(
                '.katex, svg, figure, .vega-embed, sup, sub, .code-copy-button, .anchorjs-link, .quarto-title-meta'))
              .filter(e => [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()) && visible(e))
              .map(e => parseFloat(getComputedStyle(e).fontSize))),
-    charts: [...document.querySelectorAll('.vega-embed')].map(e => ({
-             sliders: e.querySelectorAll('input[type=range]').length,
-             drawn: !!e.querySelector('canvas, svg.marks')})),
+    // every box whose content is wider than it, which scrolls sideways (not the hidden MathML of inline math), and
+    // whether it shows that it does: a display equation's shadow, or the fade of scroll_cues.html and styles.css
+    scrollers: [...main.querySelectorAll('*')].filter(e => /auto|scroll/.test(getComputedStyle(e).overflowX)
+             && e.scrollWidth > e.clientWidth + 1 && e.offsetWidth > 1 && !e.closest('.katex')).map(e => {
+               const cs = getComputedStyle(e), mask = cs.maskImage || cs.webkitMaskImage;
+               return {what: describe(e), cell: cell(e), width: e.scrollWidth, box: e.clientWidth,
+                       cued: e.matches('.katex-display') || (!!mask && mask !== 'none'),
+                       text: (e.innerText || '').trim().slice(0, 50)}; }),
+    // every figure: its image's own width, the width it is shown at, and whether its caption says it scrolls
+    figures: [...main.querySelectorAll('figure img')].filter(visible).map(i => {
+               const box = i.parentElement, caption = i.closest('figure').querySelector('figcaption');
+               return {src: i.getAttribute('src'), abs: i.src, width: i.naturalWidth, cell: cell(i),
+                       shown: i.getBoundingClientRect().width, scrolls: box.scrollWidth > box.clientWidth + 1,
+                       cue: caption ? getComputedStyle(caption, '::before').content : 'none'}; }),
+    // every printed output, and whether its lines wrap at the column
+    printed: [...main.querySelectorAll('.cell-output pre, pre.text')].filter(visible).map(p => ({
+               cell: cell(p), text: p.innerText,
+               wraps: [p, p.querySelector('code')].filter(Boolean)
+                      .some(e => getComputedStyle(e).whiteSpace !== 'pre')})),
   };
 }
 """
@@ -460,6 +492,7 @@ class Site:
         for rel in self.pages:
             self.load(page, rel)
             self.data[rel] = page.evaluate(COLLECT_JS, [SOLUTION_SUMMARY])
+            self.data[rel]["screen"] = page.evaluate(SCREEN_JS)
             page.screenshot(path=str(SCREENS / "desktop" / (rel.replace("/", "__")[:-5] + ".png")), full_page=True)
             if self.data[rel]["solutions"]: self.unfold_solutions(page, rel)
             names = [name for _, name in self.documented.get(rel, [])]
@@ -470,6 +503,7 @@ class Site:
         for rel in self.pages:
             self.load(page, rel)
             self.phone[rel] = page.evaluate(OVERFLOW_JS)
+            self.phone[rel]["screen"] = page.evaluate(SCREEN_JS)
             page.screenshot(path=str(SCREENS / "phone" / (rel.replace("/", "__")[:-5] + ".png")), full_page=True)
         page.close()
         self.current = None
@@ -811,14 +845,71 @@ def test_figure_text_is_no_smaller_than_the_page_text(site, capsys):
             sizes.append(drawn)
             if (page, img["cell"]) in FIGURES_UNRECORDED:
                 problems.append(f"{page}: cell #{img['cell']} is listed in FIGURES_UNRECORDED but its figure is recorded")
-            if drawn < d["smallestText"] - 0.05:
+            if drawn < d["screen"]["smallestText"] - 0.05:
                 problems.append(f"{page}: figure {img['src'][-40:]!r} ({img['alt'][:50]!r}): its smallest text is "
                                 f"{float(record):.1f} px in a {img['width']} px image drawn {img['shown']:.0f} px wide, "
-                                f"so {drawn:.1f} px, under the page's {d['smallestText']:.1f} px")
+                                f"so {drawn:.1f} px, under the page's {d['screen']['smallestText']:.1f} px")
     with capsys.disabled():
         print(f"\nfigure text at {DESKTOP['width']} px: {len(sizes)} figures, the smallest text "
               f"{min(sizes, default=0):.1f} px; {len(problems)} figures too small or unrecorded")
     _report(problems, "figures whose text is smaller than the page's")
+
+def test_figures_legible_on_a_phone(site):
+    """On a 420 px phone no figure is shrunk until its smallest text is under the page's: each is shown at its own
+    width, scrolling sideways inside the column where it is wider (styles.css), and then its caption says so."""
+    problems = []
+    for page, o in site.phone.items():
+        screen = o["screen"]
+        for img in screen["figures"]:
+            record = _png_text(_image_bytes(img)).get("smallest-text-px")
+            if record is None or not img["width"]: continue  # reported by the desktop test
+            drawn = float(record) * min(img["shown"], img["width"]) / img["width"]
+            if drawn < screen["smallestText"] - 0.05:
+                problems.append(f"{page}: figure {img['src'][-40:]!r} is shown {img['shown']:.0f} px wide of its "
+                                f"{img['width']}: its smallest text {drawn:.1f} px, under the page's "
+                                f"{screen['smallestText']:.1f} px")
+            if img["scrolls"] and img["cue"] in ("none", "normal", ""):
+                problems.append(f"{page}: figure {img['src'][-40:]!r} scrolls sideways and its caption does not say so")
+    _report(problems, "figures illegible on a phone, or scrolling unannounced")
+
+
+def test_nothing_scrolls_sideways_at_desktop_width(site):
+    """At a 1280 px desktop nothing scrolls sideways but the outputs of WIDE_OUTPUTS: no table, figure, equation or
+    chart wider than the text column (a table too wide is split, as chapter 17e's twelve models' is)."""
+    _report([f"{page}: {s['what']} in cell #{s['cell'] or '?'} is {s['width']} px wide in a box of {s['box']} px: "
+             f"{s['text']!r}" for page, d in site.data.items() for s in d["screen"]["scrollers"]
+             if s["cell"] not in WIDE_OUTPUTS.get(page, {})], "boxes scrolling sideways at desktop width")
+
+
+def test_sideways_scrollers_show_it(site):
+    """At both widths every box whose content is wider than it shows that there is more: a display equation its
+    shadow, anything else a fade at the edge it continues past (scroll_cues.html marks them, styles.css fades)."""
+    _report([f"{kind}: {page}: {s['what']} in cell #{s['cell'] or '?'} ({s['width']} px in {s['box']} px) gives no "
+             f"sign that it scrolls: {s['text']!r}"
+             for kind, pages in (("desktop", site.data), ("phone", site.phone)) for page, d in pages.items()
+             for s in d["screen"]["scrollers"] if not s["cued"]], "boxes scrolling sideways without a cue")
+
+
+# A printed table: two or more lines whose columns are aligned by runs of spaces, each within the 98 characters of
+# code the desktop column shows (an output with longer rows wraps at the desktop too).
+TABLE_ROW, DESKTOP_COLUMN = re.compile(r"\S {2,}\S"), 98
+
+
+def _printed_table(text):
+    rows = [line for line in text.split("\n") if TABLE_ROW.search(line)]
+    return len(rows) >= 2 and all(len(row) <= DESKTOP_COLUMN for row in rows)
+
+
+def test_printed_tables_keep_their_lines_on_a_phone(site):
+    """On a phone a printed table keeps its lines, scrolling sideways (with the cue checked above), rather than
+    wrapping each row into the next and its columns into each other; other outputs wrap (styles.css)."""
+    printed = [(page, p) for page, o in site.phone.items() for p in o["screen"]["printed"]]
+    tables = [(page, p) for page, p in printed if _printed_table(p["text"])]
+    _report([f"{page}: the table printed by cell #{p['cell'] or '?'} wraps its lines: "
+             f"{next(l for l in p['text'].split(chr(10)) if TABLE_ROW.search(l))[:60]!r}"
+             for page, p in tables if p["wraps"]], "printed tables wrapped on a phone")
+    assert len(tables) >= 40, f"only {len(tables)} printed tables found on the phone pages: is the collector broken?"
+
 
 # A temporary folder's path in a printed output: noise to a reader (it names a folder that no longer exists), so the
 # notebooks work in a fresh folder with relative paths. Listed: (page, cell id) -> why the absolute path is the point.
