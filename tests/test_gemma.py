@@ -214,3 +214,40 @@ def test_a_multimodal_gemma3_folder_reads_as_its_text_model(tmp_path):
     (tmp_path / 'sparse' / 'config.json').write_text(json.dumps(bad))
     with pytest.raises(ValueError, match="a gemma3 config.json holds its text model's settings under 'text_config', which this one lacks"):
         from_gemma3(tmp_path / 'sparse')
+
+
+# google/gemma-3-4b-it's config.json as the Hub serves it, written out by hand (every key): its text_config states only
+# what differs from Gemma3TextConfig's defaults, its end-of-turn token (106) is in the top level's eos list
+GEMMA_3_4B_IT = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999, "eoi_token_index": 256000,
+    "eos_token_id": [1, 106], "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
+    "model_type": "gemma3",
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text", "num_hidden_layers": 34,
+                    "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024},
+    "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+    "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                      "model_type": "siglip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 27,
+                      "patch_size": 14, "vision_use_head": False}}
+
+
+def test_the_published_gemma_3_4b_it_config_reads_as_transformers_reads_it():
+    "gemma-3-4b-it's own config.json, at full size: the course's block has transformers' shape (every layer's kind, both RoPE bases, the linear scaling of the full layers only, the heads) and the same 3,880,263,168 parameters, counted on the meta device; both end tokens of the top level's eos list kept."
+    from transformer_tutorial.llama import _text_model, llama_config
+    text, _ = _text_model(GEMMA_3_4B_IT, {})
+    c = llama_config(text, 'gemma3_text')
+    theirs = transformers.Gemma3Config(**GEMMA_3_4B_IT).text_config
+    assert (c.vocab_size, c.d_model, c.d_ff, c.num_layers, c.num_heads, c.num_kv_heads, c.head_dim, c.max_len) == (
+        theirs.vocab_size, theirs.hidden_size, theirs.intermediate_size, theirs.num_hidden_layers,
+        theirs.num_attention_heads, theirs.num_key_value_heads, theirs.head_dim, theirs.max_position_embeddings)
+    assert c.sliding_window == theirs.sliding_window == 1024
+    assert c.sliding_layers == [i for i, kind in enumerate(theirs.layer_types) if kind == 'sliding_attention']
+    assert len(c.sliding_layers) == 29  # five sliding layers to every full one
+    full, local = theirs.rope_parameters['full_attention'], theirs.rope_parameters['sliding_attention']
+    assert (c.rope_base, c.rope_scaling) == (full['rope_theta'], {'rope_type': 'linear', 'factor': full['factor']})
+    assert c.rope_local_base == local['rope_theta'] and local['rope_type'] == 'default'
+    assert c.qk_norm and c.sandwich_norm and c.scale_embeddings and c.tie_embeddings and c.activation == 'geglu'
+    assert text['eos_token_id'] == [1, 106]
+    with torch.device('meta'):
+        ours, hf_model = GPT.from_config(c), transformers.Gemma3ForCausalLM(theirs)
+    count = lambda m: sum(p.numel() for p in m.parameters())
+    assert count(ours) == count(hf_model) == 3_880_263_168
