@@ -890,9 +890,10 @@ def test_sideways_scrollers_show_it(site):
              for s in d["screen"]["scrollers"] if not s["cued"]], "boxes scrolling sideways without a cue")
 
 
-# A printed table: two or more lines whose columns are aligned by runs of spaces, each within the 98 characters of
-# code the desktop column shows (an output with longer rows wraps at the desktop too).
-TABLE_ROW, DESKTOP_COLUMN = re.compile(r"\S {2,}\S"), 98
+# A printed table: two or more lines whose columns are aligned by runs of spaces, or which are indented (a module's
+# printout, nested), each within the 98 characters of code the desktop column shows (an output with longer rows
+# wraps at the desktop too).
+TABLE_ROW, DESKTOP_COLUMN = re.compile(r"\S {2,}\S|^ {2,}\S"), 98
 
 
 def _printed_table(text):
