@@ -347,12 +347,12 @@ SCREEN_JS = r"""
                return {what: describe(e), cell: cell(e), width: e.scrollWidth, box: e.clientWidth,
                        cued: e.matches('.katex-display') || (!!mask && mask !== 'none'),
                        text: (e.innerText || '').trim().slice(0, 50)}; }),
-    // every figure: its image's own width, the width it is shown at, and whether its caption says it scrolls
+    // every figure: its image's own width, the width it is shown at, and whether a line above it says it scrolls
     figures: [...main.querySelectorAll('figure img')].filter(visible).map(i => {
-               const box = i.parentElement, caption = i.closest('figure').querySelector('figcaption');
+               const box = i.parentElement;
                return {src: i.getAttribute('src'), abs: i.src, width: i.naturalWidth, cell: cell(i),
                        shown: i.getBoundingClientRect().width, scrolls: box.scrollWidth > box.clientWidth + 1,
-                       cue: caption ? getComputedStyle(caption, '::before').content : 'none'}; }),
+                       cue: getComputedStyle(i.closest('figure'), '::before').content}; }),
     // every printed output, and whether its lines wrap at the column
     printed: [...main.querySelectorAll('.cell-output pre, pre.text')].filter(visible).map(p => ({
                cell: cell(p), text: p.innerText,
@@ -856,7 +856,7 @@ def test_figure_text_is_no_smaller_than_the_page_text(site, capsys):
 
 def test_figures_legible_on_a_phone(site):
     """On a 420 px phone no figure is shrunk until its smallest text is under the page's: each is shown at its own
-    width, scrolling sideways inside the column where it is wider (styles.css), and then its caption says so."""
+    width, scrolling sideways inside the column where it is wider (styles.css), and then a line above it says so."""
     problems = []
     for page, o in site.phone.items():
         screen = o["screen"]
@@ -869,7 +869,7 @@ def test_figures_legible_on_a_phone(site):
                                 f"{img['width']}: its smallest text {drawn:.1f} px, under the page's "
                                 f"{screen['smallestText']:.1f} px")
             if img["scrolls"] and img["cue"] in ("none", "normal", ""):
-                problems.append(f"{page}: figure {img['src'][-40:]!r} scrolls sideways and its caption does not say so")
+                problems.append(f"{page}: figure {img['src'][-40:]!r} scrolls sideways and nothing above it says so")
     _report(problems, "figures illegible on a phone, or scrolling unannounced")
 
 
