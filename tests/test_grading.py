@@ -345,6 +345,16 @@ out["big file"] = attempt(lambda: open(os.path.join(sys.argv[1], "big"), "wb").w
 out["connect"] = attempt(lambda: socket.create_connection(("127.0.0.1", int(sys.argv[3])), timeout=5).close())
 out["signal the parent"] = attempt(lambda: os.kill(os.getppid(), 0))
 out["udp"] = attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"grades", ("127.0.0.1", 9)))
+def system_v_segment():  # made, then removed at once (IPC_RMID) wherever it is allowed
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    segment = libc.shmget(0, 1 << 20, 0o1600)  # IPC_PRIVATE, 1 MiB, IPC_CREAT | 0600
+    if segment < 0: raise OSError(ctypes.get_errno(), "shmget")
+    libc.shmctl(segment, 0, None)
+out["memfd"] = attempt(lambda: os.close(os.memfd_create("hoard")))
+out["system v shared memory"] = attempt(system_v_segment)
+HOARD = "/dev/shm/hoard-" + str(os.getpid())
+out["posix shared memory"] = attempt(lambda: (open(HOARD, "wb").close(), os.remove(HOARD)))
 out["read own folder"] = attempt(lambda: open(os.path.join(sys.argv[1], "mine.txt")).read())
 out["read elsewhere"] = attempt(lambda: open(sys.argv[2]).read())
 out["read a solution notebook"] = attempt(lambda: open(SOLUTION).read())
@@ -368,7 +378,9 @@ def test_confine_keeps_reads_and_writes_in_the_submissions_folder(tmp_path):
         assert out["elsewhere"] == out["remove elsewhere"] == "PermissionError" and victim.read_text() == "as handed in"
         assert out["read elsewhere"] == out["read a solution notebook"] == "PermissionError"   # a classmate's notebook, the grades
         if abi >= 4: assert out["connect"] == "PermissionError"
-        if grading.sandbox._SECCOMP_ARCH.get(__import__("platform").machine().lower()): assert out["udp"] == "PermissionError"
+        if grading.sandbox._SECCOMP_ARCH.get(__import__("platform").machine().lower()):  # seccomp: no datagram, no hidden memory
+            assert out["udp"] == out["memfd"] == out["system v shared memory"] == "PermissionError"
+        assert out["posix shared memory"] == "PermissionError"  # /dev/shm: a file Landlock refuses to make
         if abi >= 6: assert out["signal the parent"] == "PermissionError"
         assert isolation().startswith(f"Landlock ABI {abi}")
     else:
@@ -674,14 +686,18 @@ LINK = "lnk\x1b]0;pwned\x07\x1b[2J"   # a student folder whose name holds termin
 
 
 def _harms(folder, out, port):
-    "Students who do harm without a point to gain: read an earlier run's grades and a classmate's notebook into their feedback, send a datagram to `port` (UDP), raise a 20 MB message, hand in a symbolic link to a classmate's notebook."
+    "Students who do harm without a point to gain: read an earlier run's grades and a classmate's notebook into their feedback, send a datagram to `port` (UDP), raise a 20 MB message, hold memory in a memfd, hand in a symbolic link to a classmate's notebook."
     read = f"def padding_mask(tokens, pad_id):\n    raise ValueError(open({str(out)!r}).read() + open({str(folder / 'ada' / 'ex02_masks.ipynb')!r}).read())\n"
     for student, padding in (("rea", read), ("big", "def padding_mask(tokens, pad_id):\n    raise ValueError('x' * 20_000_000)\n")):
         _cheat(folder, student, padding=padding)
     _cheat(folder, "udo", f"import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'the grades', ('127.0.0.1', {port}))")
+    # memory a file descriptor holds and no process maps: the resident-memory watch would not see it
+    hoard = "import os\ntry:\n    fd = os.memfd_create('hoard'); os.posix_fallocate(fd, 0, 256 << 20); HELD = 'held 256 MiB'\n" \
+            "except OSError as e:\n    HELD = f'memfd_create: {type(e).__name__}'"
+    _cheat(folder, "mem", hoard, padding="def padding_mask(tokens, pad_id):\n    raise ValueError(HELD)\n")
     (folder / LINK).mkdir(parents=True)
     (folder / LINK / "ex02_masks.ipynb").symlink_to(folder / "ada" / "ex02_masks.ipynb")
-    return ["rea", "udo", "big", LINK]
+    return ["rea", "udo", "big", "mem", LINK]
 
 
 @pytest.fixture(scope="module")
@@ -744,7 +760,7 @@ def test_no_cheat_scores_above_the_untouched_notebook_and_each_is_flagged_or_sto
 
 @NEEDS_PROC
 def test_no_harm_reaches_the_teacher(cheating_class):
-    "Nobody reads the grades or a classmate's notebook, nothing a kernel started outlives grading, a 20 MB message leaves the grades readable by csv's default field limit, a symbolic link is refused and kept, and no escape sequence reaches the terminal."
+    "Nobody reads the grades or a classmate's notebook, nothing a kernel started outlives grading, a 20 MB message leaves the grades readable by csv's default field limit, no memfd is made, a symbolic link is refused and kept, and no escape sequence reaches the terminal."
     root, r, before, cheats, took = cheating_class
     rows = {row["student"]: row for row in _rows(root / "out" / "grades.csv")}   # csv's default field limit, 131072 characters
     rea = rows["rea"]["first_failure"]
@@ -763,6 +779,8 @@ def test_no_harm_reaches_the_teacher(cheating_class):
     left = [cmdline(p) for p in os.listdir("/proc") if p.isdigit() and cmdline(p).split(b"\0")[1:2] in ([b"97.25"], [b"97.5"])]  # zoe's, ray's
     assert left == [], left
     assert cheats["received"] == [], cheats["received"]   # udo's datagram: refused in the kernel
+    if landlock_abi() and grading.sandbox._SECCOMP_ARCH.get(__import__("platform").machine().lower()):
+        assert "memfd_create: PermissionError" in rows["mem"]["first_failure"], rows["mem"]   # refused in the kernel
 
 
 @NEEDS_PROC

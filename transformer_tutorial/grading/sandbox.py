@@ -129,21 +129,23 @@ def _landlock(writable: List[str], ports: List[int], readable: Optional[List[tup
     call(446, ruleset, 0)
     os.close(ruleset)
 
+# the audit architecture, then the numbers of socket, io_uring_setup, memfd_create and shmget
 _SECCOMP_ARCH = {
-    "x86_64": (0xC000003E, 41, 425), "amd64": (0xC000003E, 41, 425),
-    "aarch64": (0xC00000B7, 198, 425), "arm64": (0xC00000B7, 198, 425)
+    "x86_64": (0xC000003E, 41, 425, 319, 29), "amd64": (0xC000003E, 41, 425, 319, 29),
+    "aarch64": (0xC00000B7, 198, 425, 279, 194), "arm64": (0xC00000B7, 198, 425, 279, 194)
 }
 
-def _no_datagrams() -> bool:
+def _refuse_datagrams_and_shared_memory() -> bool:
     """A seccomp filter on this process and all it starts: a socket fails with EACCES unless it
     is a Unix or netlink socket or a TCP stream (which Landlock confines), so no UDP, raw or
-    packet socket sends anything; io_uring (which opens sockets past the filter) and system
-    calls of another ABI are refused too. False where it cannot be set (not x86-64 or arm64
-    Linux)."""
+    packet socket sends anything; `memfd_create` and System V's `shmget` fail too, so no memory
+    is kept where no process maps it and the resident-memory watch cannot see it; io_uring
+    (which opens sockets past the filter) and system calls of another ABI are refused too.
+    False where it cannot be set (not x86-64 or arm64 Linux)."""
     import ctypes, platform, struct
     arch = _SECCOMP_ARCH.get(platform.machine().lower())
     if not sys.platform.startswith("linux") or arch is None: return False
-    audit, socket_nr, uring_nr = arch
+    audit, socket_nr, uring_nr, memfd_nr, shmget_nr = arch
     # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JSET|K, BPF_ALU|AND|K, BPF_RET|K
     LD, JEQ, JSET, AND, RET = 0x20, 0x15, 0x45, 0x54, 0x06
     # seccomp_data: nr at 0, arch at 4, args from 16
@@ -154,6 +156,8 @@ def _no_datagrams() -> bool:
         ("", LD, None, None, 0),
         ("", JSET, "deny", None, 0x40000000),
         ("", JEQ, "deny", None, uring_nr),
+        ("", JEQ, "deny", None, memfd_nr),
+        ("", JEQ, "deny", None, shmget_nr),
         # socket(domain, type, protocol)
         ("", JEQ, None, "allow", socket_nr),
         ("", LD, None, None, 16),
@@ -207,7 +211,7 @@ def _confine():
             # the kernel reads its connection file again
             readable.append((argv[argv.index("-f") + 1], _READ))
         _landlock(config["writable"], ports, readable)
-        _no_datagrams()
+        _refuse_datagrams_and_shared_memory()
     os.execv(argv[0], argv)
 
 def isolation(sandbox: bool = True) -> str:
