@@ -686,7 +686,7 @@ LINK = "lnk\x1b]0;pwned\x07\x1b[2J"   # a student folder whose name holds termin
 
 
 def _harms(folder, out, port):
-    "Students who do harm without a point to gain: read an earlier run's grades and a classmate's notebook into their feedback, send a datagram to `port` (UDP), raise a 20 MB message, hold memory in a memfd, hand in a symbolic link to a classmate's notebook."
+    "Students who do harm without a point to gain: read an earlier run's grades and a classmate's notebook into their feedback, send a datagram to `port` (UDP), raise a 20 MB message, hold memory in a memfd, fill the disk, hand in a symbolic link to a classmate's notebook."
     read = f"def padding_mask(tokens, pad_id):\n    raise ValueError(open({str(out)!r}).read() + open({str(folder / 'ada' / 'ex02_masks.ipynb')!r}).read())\n"
     for student, padding in (("rea", read), ("big", "def padding_mask(tokens, pad_id):\n    raise ValueError('x' * 20_000_000)\n")):
         _cheat(folder, student, padding=padding)
@@ -695,9 +695,13 @@ def _harms(folder, out, port):
     hoard = "import os\ntry:\n    fd = os.memfd_create('hoard'); os.posix_fallocate(fd, 0, 256 << 20); HELD = 'held 256 MiB'\n" \
             "except OSError as e:\n    HELD = f'memfd_create: {type(e).__name__}'"
     _cheat(folder, "mem", hoard, padding="def padding_mask(tokens, pad_id):\n    raise ValueError(HELD)\n")
+    # 1200 MiB of files, in 400 MiB files (under the 1 GiB a file may be) and 16 MiB writes (under the memory limit)
+    fill = "import time\nchunk = b'x' * (16 << 20)\nfor i in range(3):\n    with open(f'fill{i}', 'wb') as f:\n" \
+           "        for _ in range(25): f.write(chunk)\ntime.sleep(5)"
+    _cheat(folder, "dsk", fill)
     (folder / LINK).mkdir(parents=True)
     (folder / LINK / "ex02_masks.ipynb").symlink_to(folder / "ada" / "ex02_masks.ipynb")
-    return ["rea", "udo", "big", "mem", LINK]
+    return ["rea", "udo", "big", "mem", "dsk", LINK]
 
 
 @pytest.fixture(scope="module")
@@ -717,7 +721,7 @@ def cheating_class(grader, tmp_path_factory):
     before = {p: p.read_bytes() for p in folder.rglob("*.ipynb")}
     start = time.time()
     r = grader.grade(["class", "--out", "out/grades.csv", "--timeout", "20", "--notebook-timeout", "60", "--memory", "1",
-                      "--processes", "8", "--output", "1", "--jobs", "2"], root)
+                      "--processes", "8", "--output", "1", "--disk", "1", "--jobs", "2"], root)
     took = time.time() - start
     time.sleep(6)  # sly's process would have written by now, had it lived
     listener.setblocking(False)
@@ -750,10 +754,11 @@ def test_no_cheat_scores_above_the_untouched_notebook_and_each_is_flagged_or_sto
                "jon": "patches a module it imported", "fmt": "installs an IPython or interpreter hook", "zoe": "starts processes", "vic": "runs the code of transformer_tutorial.masks.padding_mask",
                "ray": "starts processes"}
     for student, flag in flagged.items(): assert flag in by[student]["integrity"], by[student]
-    stopped = {s: by[s]["notes"] for s in ("lou", "fox", "hog", "ned")}
+    stopped = {s: by[s]["notes"] for s in ("lou", "fox", "hog", "ned", "dsk")}
     assert "printed more than 1 MiB" in stopped["lou"] or "resident memory" in stopped["lou"], stopped
     assert "ran more than 8 processes at once" in stopped["fox"] and "more than 1 GiB of resident memory" in stopped["hog"], stopped
     assert "did not stop when interrupted" in stopped["ned"] and by["quinn"]["status"] == "crashed", stopped
+    assert "wrote more than 1 GiB of files" in stopped["dsk"] and by["dsk"]["status"] == "stopped", stopped
     for student in stopped:  # each breach is in the student's feedback too, with the limit it broke
         assert by[student]["notes"].split(";")[-1].strip() in (root / "out" / "grades_feedback" / f"{student}.md").read_text(encoding="utf-8")
 

@@ -40,6 +40,7 @@ EXCEPTIONS = [
     ("11a_model_files", "150 steps", "a setting: the resumed run's length"),
     ("11c_number_words", "1500 steps", "a setting: the step budget of `train_task`"),
     ("15f_grading_sandbox", "50 ms", "a setting: how often the grader's watch (`_Watch`) looks"),
+    ("15f_grading_sandbox", "0.5 s", "a setting: how often the grader's watch (`_Watch`) adds up the disk a kernel's files take"),
     ("15f_grading_sandbox", "10 s", "a setting: how long a kernel has to stop after an interrupt (`_responsive`)"),
     ("15f_grading_sandbox", "4 GiB", "a setting: the kernel's address space above its memory limit (`Limits.address_space`)"),
     ("15g_grading_running", "10 s", "a setting: how long a question may wait after an interrupt (`_reply`)"),

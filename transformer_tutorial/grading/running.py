@@ -301,7 +301,7 @@ async def _run_notebook(nb, box, limits, verdict, judged, kernel_name, confined,
             stderr=subprocess.DEVNULL,
         ):
             if os.path.isdir("/proc/self"):
-                watch = _Watch(client.km.provisioner.pid, limits)
+                watch = _Watch(client.km.provisioner.pid, limits, box)
                 watch.start()
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code": continue

@@ -26,6 +26,8 @@ class Limits:
     # stopped
     output: int = 10 << 20
     file_size: int = 1 << 30        # the largest file it may write, in bytes (RLIMIT_FSIZE)
+    # bytes of files in the kernel's own folder (its work, home and tmp), summed
+    disk: int = 2 << 30
 
     def address_space(self) -> int:
         """The kernel's address space (RLIMIT_AS), a backstop above `memory`: torch maps more
@@ -366,14 +368,27 @@ def _proportional(pid):
             return next(int(line.split()[1]) << 10 for line in f if line.startswith(b"Pss:"))
     except (OSError, StopIteration, ValueError): return 0
 
+def _disk_use(folder) -> int:
+    "Bytes of disk the files below `folder` take (their blocks; links not followed)."
+    used = 0
+    for top, dirs, files in os.walk(folder):
+        for name in files + dirs:
+            try: used += os.lstat(os.path.join(top, name)).st_blocks * 512
+            except OSError: pass   # gone meanwhile
+    return used
+
 class _Watch(threading.Thread):
-    """Every 50 ms, the processes of a kernel's session and their resident memory; past a limit,
-    the session is killed and `breach` says why."""
-    def __init__(self, sid, limits):
+    """Every 50 ms, the processes of a kernel's session and their resident memory, and every
+    0.5 s the disk its files take in `folder`; past a limit, the session is killed and `breach`
+    says why."""
+    def __init__(self, sid, limits, folder=None):
         super().__init__(daemon=True)
-        self.sid, self.limits, self.breach, self.stop = sid, limits, None, threading.Event()
+        self.sid, self.limits, self.folder = sid, limits, folder
+        self.breach, self.stop = None, threading.Event()
     def run(self):
+        tick = 0
         while not self.stop.wait(0.05):
+            tick += 1
             mine = [(pid, rss) for pid, s, rss, state in _processes()
                     if s == self.sid and state != "Z"]
             if len(mine) > self.limits.processes:
@@ -381,6 +396,9 @@ class _Watch(threading.Thread):
             elif sum(rss for _, rss in mine) > self.limits.memory and sum(
                     _proportional(pid) for pid, _ in mine) > self.limits.memory:
                 self.breach = f"used more than {_size(self.limits.memory)} of resident memory"
+            elif (self.folder is not None and tick % 10 == 0
+                  and _disk_use(self.folder) > self.limits.disk):
+                self.breach = f"wrote more than {_size(self.limits.disk)} of files"
             if self.breach:
                 _kill_session(self.sid)
                 return
