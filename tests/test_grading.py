@@ -359,6 +359,9 @@ out["read own folder"] = attempt(lambda: open(os.path.join(sys.argv[1], "mine.tx
 out["read elsewhere"] = attempt(lambda: open(sys.argv[2]).read())
 out["read a solution notebook"] = attempt(lambda: open(SOLUTION).read())
 out["read the package"] = attempt(lambda: open(PACKAGE_FILE).read())
+out["read its own /proc"] = attempt(lambda: open(f"/proc/{os.getpid()}/environ").read() + open("/proc/self/status").read())
+out["read the parent's environment"] = attempt(lambda: open(f"/proc/{os.getppid()}/environ").read())
+out["read /proc/cpuinfo"] = attempt(lambda: open("/proc/cpuinfo").read())
 print(json.dumps(out))
 '''
 
@@ -374,9 +377,11 @@ def test_confine_keeps_reads_and_writes_in_the_submissions_folder(tmp_path):
     abi = landlock_abi()
     print(abi, out)
     assert out["own folder"] == out["read own folder"] == out["read the package"] == "done" and out["big file"] == "OSError"  # RLIMIT_FSIZE everywhere
+    assert out["read its own /proc"] == out["read /proc/cpuinfo"] == "done"
     if abi:  # what Landlock refuses (this machine has it: the CI machines are recent Linux)
         assert out["elsewhere"] == out["remove elsewhere"] == "PermissionError" and victim.read_text() == "as handed in"
         assert out["read elsewhere"] == out["read a solution notebook"] == "PermissionError"   # a classmate's notebook, the grades
+        assert out["read the parent's environment"] == "PermissionError"   # of /proc, only its own process
         if abi >= 4: assert out["connect"] == "PermissionError"
         if grading.sandbox._SECCOMP_ARCH.get(__import__("platform").machine().lower()):  # seccomp: no datagram, no hidden memory
             assert out["udp"] == out["memfd"] == out["system v shared memory"] == "PermissionError"
@@ -589,8 +594,8 @@ class Grader:
         r = subprocess.run([self.python, "-m", "pip", *args], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-3000:]
 
-    def grade(self, args, cwd):
-        return subprocess.run([str(self.bin / "transformer-tutorial"), "grade", *args], cwd=cwd, env=self.env,
+    def grade(self, args, cwd, **env):
+        return subprocess.run([str(self.bin / "transformer-tutorial"), "grade", *args], cwd=cwd, env={**self.env, **env},
                               capture_output=True, text=True, timeout=1200)
 
     def has(self, module):
@@ -682,11 +687,12 @@ def _cheats(folder, out):
 
 
 SECRET = "earlier,ex02_masks,2.0,a grade of an earlier run"
+TEACHERS_SECRET = "a token in the teacher's environment"
 LINK = "lnk\x1b]0;pwned\x07\x1b[2J"   # a student folder whose name holds terminal escape sequences
 
 
 def _harms(folder, out, port):
-    "Students who do harm without a point to gain: read an earlier run's grades and a classmate's notebook into their feedback, send a datagram to `port` (UDP), raise a 20 MB message, hold memory in a memfd, fill the disk, hand in a symbolic link to a classmate's notebook."
+    "Students who do harm without a point to gain: read an earlier run's grades and a classmate's notebook into their feedback, send a datagram to `port` (UDP), raise a 20 MB message, hold memory in a memfd, fill the disk, read other processes' environments, hand in a symbolic link to a classmate's notebook."
     read = f"def padding_mask(tokens, pad_id):\n    raise ValueError(open({str(out)!r}).read() + open({str(folder / 'ada' / 'ex02_masks.ipynb')!r}).read())\n"
     for student, padding in (("rea", read), ("big", "def padding_mask(tokens, pad_id):\n    raise ValueError('x' * 20_000_000)\n")):
         _cheat(folder, student, padding=padding)
@@ -699,9 +705,16 @@ def _harms(folder, out, port):
     fill = "import time\nchunk = b'x' * (16 << 20)\nfor i in range(3):\n    with open(f'fill{i}', 'wb') as f:\n" \
            "        for _ in range(25): f.write(chunk)\ntime.sleep(5)"
     _cheat(folder, "dsk", fill)
+    # every other process's environment it can read (the grader's holds the teacher's secret)
+    spy = "def padding_mask(tokens, pad_id):\n    import os\n    seen = []\n    for pid in os.listdir('/proc'):\n" \
+          "        if not pid.isdigit() or int(pid) == os.getpid(): continue\n" \
+          "        try: seen.append(open(f'/proc/{pid}/environ', 'rb').read().decode(errors='replace'))\n" \
+          "        except OSError: pass\n" \
+          "    raise ValueError(f'{len(seen)} environments: ' + ' '.join(seen))\n"
+    _cheat(folder, "env", padding=spy)
     (folder / LINK).mkdir(parents=True)
     (folder / LINK / "ex02_masks.ipynb").symlink_to(folder / "ada" / "ex02_masks.ipynb")
-    return ["rea", "udo", "big", "mem", "dsk", LINK]
+    return ["rea", "udo", "big", "mem", "dsk", "env", LINK]
 
 
 @pytest.fixture(scope="module")
@@ -721,7 +734,7 @@ def cheating_class(grader, tmp_path_factory):
     before = {p: p.read_bytes() for p in folder.rglob("*.ipynb")}
     start = time.time()
     r = grader.grade(["class", "--out", "out/grades.csv", "--timeout", "20", "--notebook-timeout", "60", "--memory", "1",
-                      "--processes", "8", "--output", "1", "--disk", "1", "--jobs", "2"], root)
+                      "--processes", "8", "--output", "1", "--disk", "1", "--jobs", "2"], root, TEACHERS_SECRET=TEACHERS_SECRET)
     took = time.time() - start
     time.sleep(6)  # sly's process would have written by now, had it lived
     listener.setblocking(False)
@@ -765,7 +778,7 @@ def test_no_cheat_scores_above_the_untouched_notebook_and_each_is_flagged_or_sto
 
 @NEEDS_PROC
 def test_no_harm_reaches_the_teacher(cheating_class):
-    "Nobody reads the grades or a classmate's notebook, nothing a kernel started outlives grading, a 20 MB message leaves the grades readable by csv's default field limit, no memfd is made, a symbolic link is refused and kept, and no escape sequence reaches the terminal."
+    "Nobody reads the grades or a classmate's notebook, nothing a kernel started outlives grading, a 20 MB message leaves the grades readable by csv's default field limit, no memfd is made, no other process's environment is read, a symbolic link is refused and kept, and no escape sequence reaches the terminal."
     root, r, before, cheats, took = cheating_class
     rows = {row["student"]: row for row in _rows(root / "out" / "grades.csv")}   # csv's default field limit, 131072 characters
     rea = rows["rea"]["first_failure"]
@@ -786,6 +799,9 @@ def test_no_harm_reaches_the_teacher(cheating_class):
     assert cheats["received"] == [], cheats["received"]   # udo's datagram: refused in the kernel
     if landlock_abi() and grading.sandbox._SECCOMP_ARCH.get(__import__("platform").machine().lower()):
         assert "memfd_create: PermissionError" in rows["mem"]["first_failure"], rows["mem"]   # refused in the kernel
+    if landlock_abi():  # of /proc, the kernel reads only its own process
+        assert "ValueError: 0 environments: " in rows["env"]["first_failure"], rows["env"]
+    assert TEACHERS_SECRET not in (root / "out" / "grades.csv").read_text(encoding="utf-8") + (root / "out" / "grades_feedback" / "env.md").read_text(encoding="utf-8")
 
 
 @NEEDS_PROC

@@ -51,7 +51,7 @@ class _WholeModelCalled(Exception): pass
 def _pieces_only(model):
     """`model` whose own forward refuses to run: the exercise builds the forward from the
     pieces. (`refuses` names the exception, so that the grader's copy of the model in the
-    student's kernel refuses alike: chapter 15d.)"""
+    student's kernel refuses alike: chapter 15f.)"""
     def refuse(*args, **kwargs): raise _WholeModelCalled()
     refuse.refuses = _WholeModelCalled.__name__
     model.forward = refuse
