@@ -683,7 +683,24 @@ def _cheats(folder, out):
                "    os._exit(0)",                                                                                 # of their own, no token
     }
     if landlock_abi() >= 6: cheats["kai"] = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"        # kills the grader
+    # the reference, or a solution, reached at run time in a way no import shows: as the padding_mask cell
+    import base64, inspect, transformer_tutorial.masks
+    encoded = base64.b64encode(inspect.getsource(transformer_tutorial.masks.padding_mask).encode()).decode()
+    run_solutions = "exec('\\n'.join(''.join(c['source']) for c in nb['cells'] if c['metadata'].get('nbgrader', {}).get('solution')))"
+    cheats.update({
+        "att": {"padding": "import importlib\nm = importlib.import_module('transformer_tutorial.' + 'ma' + 'sks')\n"   # a computed
+                           "padding_mask = getattr(m, 'padding' + '_mask')\n"},                                          # module, attribute
+        "src": {"padding": "import os, transformer_tutorial as t\nsource = open(os.path.join(t.__path__[0], 'masks.py')).read()\n"  # a file
+                           "exec(source.replace('from .', 'from transformer_tutorial.'))\n"},                               # it ships, run
+        "b64": {"padding": f"import base64\nexec(base64.b64decode({encoded!r}).decode())\n"},                          # encoded, decoded
+        "sol": {"padding": "import json\nfrom transformer_tutorial.assignments import exercise_folder\n"               # the solution
+                           f"nb = json.load(open(exercise_folder() / 'ex02_masks.ipynb'))\n{run_solutions}\n"},          # notebook it ships
+        "cls": {"padding": f"import json\nnb = json.load(open({str(ada)!r}))\n{run_solutions}\n"},                     # a classmate's, run
+    })
     return cheats
+
+
+RUN_THE_REFERENCE = {"vic", "att", "src", "b64"}   # points they earn stand, flagged by the code prints of what runs
 
 
 SECRET = "earlier,ex02_masks,2.0,a grade of an earlier run"
@@ -692,7 +709,7 @@ LINK = "lnk\x1b]0;pwned\x07\x1b[2J"   # a student folder whose name holds termin
 
 
 def _harms(folder, out, port):
-    "Students who do harm without a point to gain: read an earlier run's grades and a classmate's notebook into their feedback, send a datagram to `port` (UDP), raise a 20 MB message, hold memory in a memfd, fill the disk, read other processes' environments, hand in a symbolic link to a classmate's notebook."
+    "Students who do harm without a point to gain: read an earlier run's grades and a classmate's notebook into their feedback, send a datagram to `port` (UDP), raise a 20 MB message, hold memory in a memfd, fill the disk, read other processes' environments, keep every core busy, hand in a symbolic link to a classmate's notebook."
     read = f"def padding_mask(tokens, pad_id):\n    raise ValueError(open({str(out)!r}).read() + open({str(folder / 'ada' / 'ex02_masks.ipynb')!r}).read())\n"
     for student, padding in (("rea", read), ("big", "def padding_mask(tokens, pad_id):\n    raise ValueError('x' * 20_000_000)\n")):
         _cheat(folder, student, padding=padding)
@@ -712,9 +729,11 @@ def _harms(folder, out, port):
           "        except OSError: pass\n" \
           "    raise ValueError(f'{len(seen)} environments: ' + ' '.join(seen))\n"
     _cheat(folder, "env", padding=spy)
+    # every core kept busy: the kernel and three processes it forks spin (under --cpu 10)
+    _cheat(folder, "cpu", "import os\nfor _ in range(2): os.fork()\nwhile True: pass")
     (folder / LINK).mkdir(parents=True)
     (folder / LINK / "ex02_masks.ipynb").symlink_to(folder / "ada" / "ex02_masks.ipynb")
-    return ["rea", "udo", "big", "mem", "dsk", "env", LINK]
+    return ["rea", "udo", "big", "mem", "dsk", "env", "cpu", LINK]
 
 
 @pytest.fixture(scope="module")
@@ -734,7 +753,7 @@ def cheating_class(grader, tmp_path_factory):
     before = {p: p.read_bytes() for p in folder.rglob("*.ipynb")}
     start = time.time()
     r = grader.grade(["class", "--out", "out/grades.csv", "--timeout", "20", "--notebook-timeout", "60", "--memory", "1",
-                      "--processes", "8", "--output", "1", "--disk", "1", "--jobs", "2"], root, TEACHERS_SECRET=TEACHERS_SECRET)
+                      "--processes", "8", "--output", "1", "--disk", "1", "--cpu", "10", "--jobs", "2"], root, TEACHERS_SECRET=TEACHERS_SECRET)
     took = time.time() - start
     time.sleep(6)  # sly's process would have written by now, had it lived
     listener.setblocking(False)
@@ -757,21 +776,24 @@ def test_no_cheat_scores_above_the_untouched_notebook_and_each_is_flagged_or_sto
     assert set(by) == {"ada", "una", *cheats, *harms}
     assert (float(by["ada"]["points"]), float(by["una"]["points"])) == (2.0, 0.0)
     for student in harms: assert float(by[student]["points"]) == 0, by[student]
-    for student in cheats:   # vic runs the reference, through a list the reader does not follow: the point stands, flagged
-        assert float(by[student]["points"]) <= float(by["una"]["points"]) or student == "vic", by[student]
+    for student in cheats:   # the reference run (through a list, a computed name, a file, a decoded string): the point stands, flagged
+        assert float(by[student]["points"]) <= float(by["una"]["points"]) or student in RUN_THE_REFERENCE, by[student]
         assert by[student]["integrity"] or by[student]["status"] != "ok", by[student]
     flagged = {"rex": "rebinds the check", "pat": "patches the course's package", "pax": "reaches into the interpreter's internals",
                "sam": "installs an IPython or interpreter hook", "eva": "installs an IPython or interpreter hook",
                "ian": "installs an IPython or interpreter hook", "syd": "ends or signals a process", "quinn": "ends or signals a process",
                "gil": "writes or deletes files", "fox": "starts processes", "sly": "starts processes", "del": "writes or deletes files",
-               "jon": "patches a module it imported", "fmt": "installs an IPython or interpreter hook", "zoe": "starts processes", "vic": "runs the code of transformer_tutorial.masks.padding_mask",
+               "jon": "patches a module it imported", "fmt": "installs an IPython or interpreter hook", "zoe": "starts processes", **{s: "runs the code of transformer_tutorial.masks.padding_mask" for s in RUN_THE_REFERENCE},
                "ray": "starts processes"}
     for student, flag in flagged.items(): assert flag in by[student]["integrity"], by[student]
-    stopped = {s: by[s]["notes"] for s in ("lou", "fox", "hog", "ned", "dsk")}
+    if landlock_abi():  # the solution notebook the package ships, and a classmate's: neither can be read, so neither runs
+        assert by["sol"]["points"] == by["cls"]["points"] == "0.0", (by["sol"], by["cls"])
+    stopped = {s: by[s]["notes"] for s in ("lou", "fox", "hog", "ned", "dsk", "cpu")}
     assert "printed more than 1 MiB" in stopped["lou"] or "resident memory" in stopped["lou"], stopped
     assert "ran more than 8 processes at once" in stopped["fox"] and "more than 1 GiB of resident memory" in stopped["hog"], stopped
     assert "did not stop when interrupted" in stopped["ned"] and by["quinn"]["status"] == "crashed", stopped
     assert "wrote more than 1 GiB of files" in stopped["dsk"] and by["dsk"]["status"] == "stopped", stopped
+    assert "used more than 10 s of processor time" in stopped["cpu"] and by["cpu"]["status"] == "stopped", stopped
     for student in stopped:  # each breach is in the student's feedback too, with the limit it broke
         assert by[student]["notes"].split(";")[-1].strip() in (root / "out" / "grades_feedback" / f"{student}.md").read_text(encoding="utf-8")
 

@@ -240,6 +240,9 @@ def _parser():
     s.add_argument('--disk', type=_positive_int, default=2, metavar='GIB',
                    help="files a kernel may keep in its folder, summed, "
                    'before it is stopped (default: 2)')
+    s.add_argument('--cpu', type=_positive_int, default=3600, metavar='SECONDS',
+                   help='processor time a kernel and its processes may use, summed over '
+                   'cores, before it is stopped (default: 3600)')
     s.add_argument(
         '--no-sandbox', action='store_true',
         help='run the kernels without Landlock, where it misbehaves (the grader '
@@ -552,7 +555,8 @@ def _grade(args):
     from transformer_tutorial.grading import Limits, grade_folder, printable
     limits = Limits(cell_seconds=args.timeout, notebook_seconds=args.notebook_timeout,
                     memory=args.memory << 30, processes=args.processes,
-                    output=args.output << 20, disk=args.disk << 30)
+                    output=args.output << 20, disk=args.disk << 30,
+                    cpu_seconds=args.cpu)
     grades = grade_folder(args.submissions, args.out, limits, jobs=args.jobs,
                           sandbox=not args.no_sandbox)
     # names as a terminal may show them

@@ -18,6 +18,8 @@ class Limits:
     "What one submission may use; each breach is a note in its row and feedback."
     cell_seconds: int = 300  # wall time of a cell, or of a check, before it is interrupted
     notebook_seconds: int = 1800  # wall time of the whole notebook before its kernel is stopped
+    # processor time of the kernel and the processes it started, summed over their threads
+    cpu_seconds: int = 3600
     # resident memory (RSS), in bytes, of the kernel and the processes it started, summed
     memory: int = 4 << 30
     processes: int = 16             # processes at once: the kernel and those it started
@@ -230,7 +232,7 @@ def isolation(sandbox: bool = True) -> str:
     "What keeps a submission in its own folder on this machine, in words."
     abi = landlock_abi() if sandbox else 0
     watch = (
-        "resident memory and processes watched through /proc"
+        "resident memory, processes and processor time watched through /proc"
         if os.path.isdir("/proc/self")
         else (
             "no /proc: resident memory and processes are not watched, only the address space is"

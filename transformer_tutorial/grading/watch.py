@@ -11,15 +11,17 @@ from contextlib import contextmanager
 
 # %% ../../nbs/15i_grading_watch.ipynb #73da6884
 def _processes():
-    "(pid, session, resident bytes, state) of every process /proc shows."
-    page = os.sysconf("SC_PAGE_SIZE")
+    """(pid, session, resident bytes, state, processor seconds) of every process /proc shows;
+    the seconds are all its threads' time in user and kernel mode."""
+    page, tick = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
     for name in os.listdir("/proc"):
         if not name.isdigit(): continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f: stat = f.read()
         except OSError: continue  # it ended meanwhile
         fields = stat[stat.rfind(b")") + 2:].split()
-        yield int(name), int(fields[3]), int(fields[21]) * page, fields[0].decode()
+        yield (int(name), int(fields[3]), int(fields[21]) * page, fields[0].decode(),
+               (int(fields[11]) + int(fields[12])) / tick)
 
 def _kill_session(sid):
     "SIGKILL the kernel's process group, then every process left in its session, until none is."
@@ -28,7 +30,7 @@ def _kill_session(sid):
         try: os.killpg(sid, signal.SIGKILL)
         except OSError: pass
         left = (
-            [pid for pid, s, _, state in _processes() if s == sid and state != "Z"]
+            [pid for pid, s, _, state, _ in _processes() if s == sid and state != "Z"]
             if os.path.isdir("/proc/self")
             else []
         )
@@ -144,24 +146,29 @@ def _disk_use(folder) -> int:
     return used
 
 class _Watch(threading.Thread):
-    """Every 50 ms, the processes of a kernel's session and their resident memory, and every
+    """Every 50 ms, the processes of a kernel's session, their resident memory and the processor
+    time they have used (each process's last reading kept after it ends), and every
     0.5 s the disk its files take in `folder`; past a limit, the session is killed and `breach`
     says why."""
     def __init__(self, sid, limits, folder=None):
         super().__init__(daemon=True)
         self.sid, self.limits, self.folder = sid, limits, folder
-        self.breach, self.stop = None, threading.Event()
+        self.breach, self.stop, self.cpu = None, threading.Event(), {}  # cpu: pid -> seconds
     def run(self):
         tick = 0
         while not self.stop.wait(0.05):
             tick += 1
-            mine = [(pid, rss) for pid, s, rss, state in _processes()
-                    if s == self.sid and state != "Z"]
+            session = [p for p in _processes() if p[1] == self.sid]
+            mine = [(pid, rss) for pid, _, rss, state, _ in session if state != "Z"]
+            self.cpu.update((pid, max(seconds, self.cpu.get(pid, 0)))
+                            for pid, *_, seconds in session)
             if len(mine) > self.limits.processes:
                 self.breach = f"ran more than {self.limits.processes} processes at once"
             elif sum(rss for _, rss in mine) > self.limits.memory and sum(
                     _proportional(pid) for pid, _ in mine) > self.limits.memory:
                 self.breach = f"used more than {_size(self.limits.memory)} of resident memory"
+            elif sum(self.cpu.values()) > self.limits.cpu_seconds:
+                self.breach = f"used more than {self.limits.cpu_seconds:g} s of processor time"
             elif (self.folder is not None and tick % 10 == 0
                   and _disk_use(self.folder) > self.limits.disk):
                 self.breach = f"wrote more than {_size(self.limits.disk)} of files"
