@@ -394,15 +394,17 @@ def test_confine_keeps_reads_and_writes_in_the_submissions_folder(tmp_path):
 
 
 def test_no_read_rule_reaches_the_solution_notebooks(tmp_path, monkeypatch):
-    "The package installed in an environment's site-packages (as from the wheel): its code and every other package readable, its solution notebooks not, though the environment's folder holds them; nor the class."
+    "The package installed in an environment's site-packages (as from the wheel): its code and every other package readable, its solution notebooks not, though the environment's folder holds them, even through its `lib64 -> lib` link; nor the class."
     site = tmp_path / "venv" / "lib" / "site-packages"
     for d in ("exercises", "grading"): (site / "transformer_tutorial" / d).mkdir(parents=True)
+    (tmp_path / "venv" / "lib64").symlink_to("lib")   # as `python -m venv` makes it on many Linux systems
     for f in ("exercises/ex01_attention.ipynb", "grading/sandbox.py"): (site / "transformer_tutorial" / f).write_text("")
     (site / "torch").mkdir()
     (tmp_path / "venv" / "class").mkdir()
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
     monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
-    readable = [p for p, rights in grading.sandbox._readable([str(tmp_path / "venv" / "class")]) if rights & grading.sandbox._READ]
+    # what Landlock grants is what a path leads to
+    readable = [Path(p).resolve() for p, rights in grading.sandbox._readable([str(tmp_path / "venv" / "class")]) if rights & grading.sandbox._READ]
     for secret in (site / "transformer_tutorial" / "exercises" / "ex01_attention.ipynb", exercise_folder() / "ex01_attention.ipynb",
                    tmp_path / "venv" / "class"):
         assert not any(p == secret or p in secret.parents for p in readable), secret

@@ -62,9 +62,13 @@ def _readable(hidden: List[str]) -> List[tuple]:
     and settings, the Python installation and what is on `sys.path`, of the course's package
     only its code (never the solution notebooks it ships, nor the course's repository around
     an editable install); nothing in `hidden` (the submissions, the grades) or below it."""
-    hidden, rules = [Path(h).resolve() for h in hidden], []
+    hidden, rules, seen = [Path(h).resolve() for h in hidden], [], set()
     def grant(path):
-        if any(h == path or h in path.parents for h in hidden): return
+        # a link granted is what it leads to (Landlock follows it): a virtual environment's
+        # `lib64 -> lib` must not open the folder that holds the solution notebooks
+        path = path.resolve()
+        if path in seen or any(h == path or h in path.parents for h in hidden): return
+        seen.add(path)
         if not any(path in h.parents for h in hidden):
             rules.append((path, _READ | _LIST)); return
         # a folder above something hidden: listed, and each of its entries but that one granted
