@@ -267,7 +267,7 @@ def test_checks_leave_the_global_rng_alone():
 
 
 @pytest.mark.parametrize('transposed_for, seen', [
-    (lambda n, d: n != d, 'transposed, shape (16, 50)'),                                     # the first size, (50, 16)
+    (lambda n, d: n != d, 'returned the table transposed'),                                  # the first size, (50, 16) at run seed 0
     (lambda n, d: n == d, 'for max_len = 8, d_model = 8'),                                   # square: the shape is right
     (lambda n, d: n == 1, 'transposed, shape (2, 1)'),                                       # one position
 ], ids=['non-square', 'square', 'one-position'])
@@ -427,3 +427,40 @@ def test_the_beam_search_cases_tell_every_variant_apart():
             tokens.append(tuple(_beam(model, src, 12, K, alpha, 1, end, 0, **kw)[0].tolist()))
         assert tuple(tokens) not in seen, kw
         seen.add(tuple(tokens))
+
+
+def _input_key(x):
+    "The bytes of every input, as a table of memorized answers would key them (a module by its weights)."
+    if isinstance(x, torch.Tensor): return (str(x.dtype), tuple(x.shape), x.detach().numpy().tobytes())
+    if isinstance(x, nn.Module): return tuple(_input_key(v) for v in x.state_dict().values())
+    if isinstance(x, torch.Generator): return 'a generator'     # the draws are the student's: keyed by the logits
+    if isinstance(x, (list, tuple)): return tuple(_input_key(v) for v in x)
+    if isinstance(x, dict): return tuple((k, _input_key(v)) for k, v in x.items())
+    return repr(x)
+
+# every check of a function whose answer is a value a table can hold (not the loss, which the check
+# backpropagates through, nor a training step's, which is the model it changed; Triton's interpreter is slow,
+# and its check draws its inputs as the tiled attention's does)
+MEMORIZABLE = [c for c, r in REFERENCES.items() if not isinstance(r, type) and c not in (
+    'check_label_smoothed_loss', 'check_train_step', 'check_train_loop', 'check_triton_tiled_attention')]
+
+@pytest.mark.parametrize('check', MEMORIZABLE)
+def test_answers_memorized_in_one_graded_run_fail_the_next(check, capsys):
+    "Every input a check draws moves with the run's seed, which the batch grader draws anew for each run: a table of the reference's answers to one run's inputs passes that run and fails another."
+    import copy
+    from transformer_tutorial.checks.core import _INPUTS
+    table, reference = {}, REFERENCES[check]
+    def record(*args, **kw):
+        table[_input_key((args, kw))] = out = reference(*args, **kw)
+        return copy.deepcopy(out)
+    def memorized(*args, **kw):
+        if _input_key((args, kw)) not in table: raise KeyError("an input it has not seen")
+        return copy.deepcopy(table[_input_key((args, kw))])
+    try:
+        _INPUTS['seed'] = 1234
+        getattr(checks, check)(record)
+        getattr(checks, check)(memorized)
+        assert capsys.readouterr().out.count('✓ ') == 2
+        _INPUTS['seed'] = 98765
+        with pytest.raises(AssertionError, match="an input it has not seen"): getattr(checks, check)(memorized)
+    finally: _INPUTS['seed'] = 0

@@ -12,14 +12,24 @@ import torch
 from ..utils import keep_rng
 
 # %% ../../nbs/13_checks.ipynb #5bc4a3e1
-# added to the seed of every `_randn` input: 0 in a notebook; the batch grader draws one per run
+# added to the seed of every random input of a check: 0 in a notebook; the batch grader draws
+# one per run, so that answers memorized for one run's inputs fail the next
 _INPUTS = {"seed": 0}
 
+def _generator(seed=0):
+    "A generator of its own (the global RNG is left alone) seeded `seed` + `_INPUTS['seed']`."
+    return torch.Generator().manual_seed(seed + _INPUTS["seed"])
+
 def _randn(*shape, seed=0):
-    """A standard-normal tensor from its own seeded generator (the global RNG is left alone);
-    its seed is shifted by `_INPUTS['seed']`, which the batch grader draws anew for each run,
-    so that answers memorized for one run's inputs fail the next."""
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + _INPUTS["seed"]))
+    "A standard-normal tensor drawn from `_generator(seed)`."
+    return torch.randn(*shape, generator=_generator(seed))
+
+def _varied(value, spread, seed=0):
+    """`value` in a notebook (run seed 0); in a run of the batch grader, `value` plus a whole
+    number in [0, spread) drawn from `_generator(seed)`: for inputs that are sizes or
+    numbers."""
+    if not _INPUTS["seed"]: return value
+    return value + int(torch.randint(spread, (), generator=_generator(seed)))
 
 def _fail(name, msg):
     "Stop the check with a message that starts with the name of the piece under test."

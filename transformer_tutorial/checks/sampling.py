@@ -10,6 +10,7 @@ from typing import Callable
 import math
 import torch
 from .core import _randn, _fail, _close, _maxerr, _call, _try
+from .core import _generator
 from .core import _diagnose, _keeps_rng, _passed
 
 # %% ../../nbs/13g_sampling_checks.ipynb #94604c3b
@@ -86,7 +87,7 @@ def check_gpt_forward(fn: Callable) -> None:
                         f"({what}): keep the model's dtype")
         return out
     model = _gpt(seed=130)
-    idx = torch.randint(0, 13, (2, 6), generator=torch.Generator().manual_seed(131))
+    idx = torch.randint(0, 13, (2, 6), generator=_generator(131))
     what = f"ids {tuple(idx.shape)}, a GPT of 2 blocks, d_model 16, 13 tokens"
     out = run(model, idx, what)
     with torch.no_grad(): ref = _forward(model, idx)
@@ -137,7 +138,7 @@ def check_gpt_forward(fn: Callable) -> None:
     n += 1
     for shape, what in (((1, 1), 'a batch of one sequence of length 1'),
                         ((3, 8), 'sequences of the whole context, 8 tokens')):
-        ids = torch.randint(0, 13, shape, generator=torch.Generator().manual_seed(132))
+        ids = torch.randint(0, 13, shape, generator=_generator(132))
         out = run(model, ids, what)
         with torch.no_grad(): ref = _forward(model, ids)
         if not _close(out, ref, atol=1e-4):

@@ -8,8 +8,9 @@ __all__ = ['check_merge', 'check_encode']
 # %% ../../nbs/13e_token_checks.ipynb #04835ebe
 from typing import Callable, Dict, Tuple
 from collections import Counter
+import torch
 from ..tokenizer import merge_pair
-from .core import _fail, _keeps_rng, _passed
+from .core import _fail, _keeps_rng, _passed, _generator, _INPUTS
 
 # %% ../../nbs/13e_token_checks.ipynb #f10d8295
 def _listed(name, out, what):
@@ -66,7 +67,10 @@ def check_merge(fn: Callable) -> None:
     left to right and without overlaps, is replaced by `new_id`; the caller's list unchanged;
     empty and one-id lists."""
     name, n = 'merge', 0
-    cases = [([1, 2, 3, 1, 2], (1, 2), 9), ([5, 5, 5], (5, 5), 7), ([5, 5, 5, 5], (5, 5), 7),
+    # in a graded run the first list goes on with 8 ids drawn from 1 to 3
+    drawn = torch.randint(1, 4, (8, ), generator=_generator(60)).tolist()
+    first = [1, 2, 3, 1, 2] + (drawn if _INPUTS["seed"] else [])
+    cases = [(first, (1, 2), 9), ([5, 5, 5], (5, 5), 7), ([5, 5, 5, 5], (5, 5), 7),
              ([3, 1, 2], (1, 2), 9), ([11, 2, 1, 2], (1, 2), 9), ([4, 6, 4], (6, 4), 300),
              ([1, 3, 2], (1, 2), 9), ([], (1, 2), 9), ([1], (1, 2), 9)]
     for ids, pair, new_id in cases:
@@ -178,8 +182,11 @@ def check_encode(fn: Callable) -> None:
     name, n = 'encode', 0
     sample = "the cat sat on the mat; the rat ate the hat. naïve café, naïve cafés 🙂🙂"
     merges = _train(sample, 40)
+    # in a graded run "that hat" goes on with 12 characters drawn from the sample
+    picks = torch.randint(len(sample), (12, ), generator=_generator(61)).tolist()
+    that = "that hat" + ("".join(sample[i] for i in picks) if _INPUTS["seed"] else "")
     texts = [
-        "the cat sat on the mat", "that hat", "naïve café 🙂", "the the the", "xyz", "", "é",
+        "the cat sat on the mat", that, "naïve café 🙂", "the the the", "xyz", "", "é",
         "hat🙂the"
     ]
     cases = [(t, merges, f"{len(merges)} merges learned from a sample") for t in texts]
