@@ -35,7 +35,6 @@ EXCEPTIONS = [
     ("10_training", "40%", "a setting: the cooldown's share of the schedule"),
     ("10_training", "150 steps", "a setting: the toy model's training length"),
     ("10_training", "500 steps", "a setting: the copy task's schedule length, drawn in the figure"),
-    ("11_copy_task", "1500 steps", "a setting: the step budget of `train_task`"),
     ("11_copy_task", "99.5%", "an illustration of the two metrics (what a token accuracy can hide), not a measurement"),
     ("11a_model_files", "150 steps", "a setting: the resumed run's length"),
     ("11c_number_words", "1500 steps", "a setting: the step budget of `train_task`"),

@@ -147,7 +147,7 @@ def _check_triton_inputs(q, v, block_q, block_k):
 def _triton_forward(q, k, v, mask, causal, block_q, block_k):
     "Run the kernel: the output (B, H, Lq, d_v) and the log-sum-exp (B, H, Lq) in float32."
     B, H, Lq, d = q.shape
-    Lk, dv = k.size(-2), v.size(-1)
+    dv = v.size(-1)
     out = q.new_empty(B, H, Lq, dv)
     lse = torch.empty(B, H, Lq, dtype=torch.float32, device=q.device)
     may, sizes, settings = _arguments(q, k, v, mask, out, lse, causal, block_q, block_k)

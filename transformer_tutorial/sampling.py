@@ -87,7 +87,7 @@ def _cached_causal_attention(attn, y, cache, i, positions, rotations, window=Non
     `window` positions); `rotations` keeps RoPE's cos and sin for the step, computed by the
     first layer that needs them; `pad` (B,), each row's left padding: never read, and each
     text's positions counted from its first token."""
-    B, T, t = y.size(0), y.size(1), cache.length
+    T, t = y.size(1), cache.length
     q, k, v = attn.project(y, y, y)              # (B, H, T, d_head), (B, H_kv, T, d_head) twice
     if getattr(attn, 'scheme', None) == 'rope':  # rotated to those positions
         key = (attn.base, repr(attn.scaling), q.dtype)

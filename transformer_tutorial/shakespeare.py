@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from torch import nn
 from .validation import _check_positive_int
 from .utils import keep_rng
-from .utils import keep_rng
 from .training import Task, LMBatch
 
 # %% ../nbs/16_shakespeare.ipynb #628722fd
