@@ -308,6 +308,29 @@ def test_chat_and_generate_with_a_hub_folder_say_what_transformers_says(qwen_fol
     assert capsys.readouterr().out == 'ROMEO:' + transformers_reply(qwen_folder, prompt='ROMEO:') + '\n'
 
 
+def test_a_hub_id_fetches_every_file_a_folder_is_read_from(qwen_folder, tmp_path, capsys, monkeypatch):
+    "`--model OWNER/NAME` asks huggingface_hub (faked here: it serves the folder, keeping only the files the patterns name, as it filters) for the shards, their index, the tokenizer and the generation settings, and nothing else."
+    import fnmatch
+    hub = pytest.importorskip('huggingface_hub')
+    asked = []
+    def snapshot_download(repo_id, allow_patterns):
+        asked.append(allow_patterns)
+        snapshot = tmp_path / repo_id.replace('/', '--')
+        snapshot.mkdir()
+        for f in qwen_folder.iterdir():
+            if any(fnmatch.fnmatch(f.name, p) for p in allow_patterns): shutil.copy(f, snapshot / f.name)
+        return str(snapshot)
+    monkeypatch.setattr(hub, 'snapshot_download', snapshot_download)
+    (qwen_folder / 'pytorch_model.bin').write_bytes(b'not fetched')   # another format's weights, left on the Hub
+    try:
+        capsys.readouterr()
+        assert main(['generate', '--model', 'Qwen/tiny', '--prompt', 'ROMEO:']) == 0
+        assert capsys.readouterr().out == 'ROMEO:' + transformers_reply(qwen_folder, prompt='ROMEO:') + '\n'
+    finally: (qwen_folder / 'pytorch_model.bin').unlink()
+    fetched = {f.name for f in (tmp_path / 'Qwen--tiny').iterdir()}
+    assert fetched == {f.name for f in qwen_folder.iterdir()} - {'pytorch_model.bin'} and len(asked) == 1
+
+
 def test_chat_and_generate_refuse_what_they_cannot_run(qwen_folder, tmp_path, capsys):
     from transformer_tutorial.gpt import GPT
     from transformer_tutorial.model_files import save_pretrained
@@ -319,11 +342,23 @@ def test_chat_and_generate_refuse_what_they_cannot_run(qwen_folder, tmp_path, ca
     shutil.copytree(qwen_folder, plain)
     config = json.loads((plain / 'tokenizer_config.json').read_text())
     (plain / 'tokenizer_config.json').write_text(json.dumps({k: v for k, v in config.items() if k != 'chat_template'}))
+    far = tmp_path / 'far'                                                       # an end id past the vocabulary
+    shutil.copytree(qwen_folder, far)
+    (far / 'generation_config.json').write_text(json.dumps({'eos_token_id': [5, 10 ** 6]}))
+    V = json.loads((qwen_folder / 'config.json').read_text())['vocab_size']
+    untyped = tmp_path / 'untyped'                                               # a config.json without model_type
+    shutil.copytree(qwen_folder, untyped)
+    (untyped / 'config.json').write_text(json.dumps({k: v for k, v in json.loads((qwen_folder / 'config.json').read_text()).items() if k != 'model_type'}))
     cases = [(['generate', '--checkpoint', str(tmp_path / 'gpt'), '--prompt', 'Hello'], 'holds a GPT whose config.json names no task'),
+             (['generate', '--model', str(far), '--prompt', 'Hi'], rf"^transformer-tutorial generate: error: {far}/generation_config.json: eos_token_id 1000000 "
+              rf"is not a token id of the model's vocabulary, 0 to {V - 1} \(config.json's vocab_size {V}\)\n$"),
              (['chat', '--model', str(deepseek), '--message', 'Hi'], "describes a 'deepseek_v3' model; the course runs Llama, Qwen2, Mistral, Qwen3, Phi-3, "
               r"OLMo 2, Mixtral, Qwen3-MoE, Gemma, Gemma 2, Gemma 3 folders .*; the nearest the course reads is Qwen3-MoE \(model_type 'qwen3_moe'\), "
               "without multi-head latent attention and shared experts"),
              (['chat', '--model', str(plain), '--message', 'Hi'], 'has no chat template'),
+             (['generate', '--model', str(untyped), '--prompt', 'Hi'], r"untyped/config.json names no model_type; the course runs Llama, "),
+             (['generate', '--model', str(qwen_folder / 'model.safetensors.index.json'), '--prompt', 'Hi'],
+              rf"model.safetensors.index.json is a file: give the model's folder, {qwen_folder}, which holds config.json"),
              (['chat', '--model', str(qwen_folder), '--message', 'Hi', '--top-p', '2'], r'--top-p must be in \(0, 1\], got 2.0'),
              (['generate', '--model', str(qwen_folder), '--checkpoint', 'x', '--prompt', 'Hi'], 'not allowed with argument')]
     for args, message in cases:

@@ -126,6 +126,13 @@ def test_from_a_state_dict_and_from_a_folder_without_pickle(family, tmp_path):
     with pytest.raises(ValueError, match='is a pickle'): LOAD[family](str(tmp_path))
     (tmp_path / 'model.safetensors').unlink()
     with pytest.raises(FileNotFoundError, match='has neither model.safetensors nor model.safetensors.index.json with its shards: pickle-based weights are never read here'): LOAD[family](str(tmp_path))
+    (tmp_path / 'pytorch_model.bin').write_bytes(b'\x80\x04not read')                  # an older folder's pickle: named, never read
+    with pytest.raises(FileNotFoundError, match=r'holds pytorch_model.bin but has neither model.safetensors .* save them as safetensors once'):
+        LOAD[family](str(tmp_path))
+    config = json.loads((tmp_path / 'config.json').read_text())                   # a quantized folder (AWQ) names its method
+    (tmp_path / 'config.json').write_text(json.dumps({**config, 'quantization_config': {'quant_method': 'awq', 'bits': 4}}))
+    with pytest.raises(ValueError, match=r"config.json: quantization_config \(quant_method 'awq'\): the weights are quantized"):
+        LOAD[family](str(tmp_path))
 
 
 @pytest.mark.parametrize('family,block', [('llama', {}), ('llama', dict(qkv_bias=True, out_bias=True, ff_bias=True, tie_embeddings=True)),
@@ -967,3 +974,15 @@ def test_a_folder_is_loaded_into_the_model_without_a_second_copy_and_a_model_pas
         assert torch.equal(folder(idx), passed(idx))
         passed.layers[0].self_attn.w_v.weight.add_(1.0)
         assert torch.equal(theirs.model.layers[0].self_attn.v_proj.weight, LlamaForCausalLM.from_pretrained(tmp_path / 'hub').model.layers[0].self_attn.v_proj.weight)
+
+
+def test_a_folder_whose_config_disagrees_with_its_weights_names_the_file_and_its_sizes(tmp_path):
+    import re
+    random_hf(*SIZES[0], seed=4).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / 'config.json').read_text())
+    d = config['hidden_size']
+    (tmp_path / 'config.json').write_text(json.dumps({**config, 'hidden_size': 2 * d, 'head_dim': d // config['num_attention_heads']}))
+    where = re.escape(str(tmp_path / 'config.json'))
+    with pytest.raises(ValueError, match=rf"tensor 'model.embed_tokens.weight' has shape \(\d+, {d}\), expected \(\d+, {2 * d}\) from the config "
+                                         rf"\({where}: vocab_size \d+, hidden_size {2 * d}, "):
+        LOAD['llama'](str(tmp_path))

@@ -183,6 +183,12 @@ BAD_FILES = [  # (case, how to break a good folder, what the message says)
      r"has no config.json; a model folder holds config.json \(the architecture\) and model.safetensors \(the weights\)"),
     ("no model.safetensors", lambda f: _drop(f, "model.safetensors"),
      r"has no model.safetensors; a model folder holds config.json"),
+    ("a Git LFS pointer", lambda f: (f / "model.safetensors").write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69b22a\nsize 2471645608\n"),
+     r"model.safetensors is a Git LFS pointer, not the weights: the folder was cloned without git-lfs; run `git lfs pull`"),
+    ("a web page saved as model.safetensors", lambda f: (f / "model.safetensors").write_text(
+        "<!DOCTYPE html>\n<html class=''><head><title>model.safetensors</title></head></html>\n"),
+     r"model.safetensors is a web page, not safetensors: the download saved the page that links to the file"),
     ("a pickle renamed model.safetensors", _pickle_as_safetensors,
      r"model.safetensors is a pickle \(torch.save's format\), not safetensors; it was not unpickled"),
     ("a torch.save file renamed model.safetensors", _torch_save_as_safetensors,
@@ -244,7 +250,8 @@ def test_hub_repo_id_goes_through_huggingface_hub(tmp_path, monkeypatch):
     monkeypatch.setattr(hub, "snapshot_download", fake)
     monkeypatch.chdir(tmp_path)
     same_outputs(small(), from_pretrained("learner/copy-transformer"))
-    assert calls == [("learner/copy-transformer", ["config.json", "model.safetensors"])]
+    assert calls == [("learner/copy-transformer", ["config.json", "model.safetensors", "model.safetensors.index.json",
+                                                   "model-*-of-*.safetensors"])]
 
 
 # --- atomic writes: an interrupted save never replaces the last good file ----------------------------------------------

@@ -144,7 +144,8 @@ def _parser():
     which.add_argument('--checkpoint', help='a model folder written by `train '
                                             '--task shakespeare`')
     which.add_argument('--model', help='a Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, '
-                                       'Phi-3 or OLMo 2 folder as the Hub '
+                                       'Phi-3, OLMo 2, Gemma, Gemma 2 or Gemma 3 folder '
+                                       'as the Hub '
                        'serves it (config.json, safetensors, tokenizer.json), or its Hub id; '
                        'its generation_config.json gives the '
                        'settings the options below do not; or a Llama GGUF file (FILE.gguf)')
@@ -162,7 +163,8 @@ def _parser():
     h = sub.add_parser('chat', help="talk with an instruction-tuned open model's folder, "
                                     "through its chat template")
     h.add_argument('--model', required=True, help='a Llama, Mistral, Mixtral, Qwen2, Qwen3, '
-                                                  'Qwen3-MoE, Phi-3 or OLMo 2 folder '
+                                                  'Qwen3-MoE, Phi-3, OLMo 2, Gemma, Gemma 2 or '
+                                                  'Gemma 3 folder '
                    'as the Hub serves it, with the chat template in its tokenizer_config.json '
                    '(or chat_template.jinja), '
                    'or its Hub id; or a Llama GGUF file (FILE.gguf)')
@@ -481,7 +483,9 @@ def _generate(args):
         try:
             complete(m, args.prompt, args.max_new_tokens, args.seed, stream=_show,
                      **_sampling(args))
-        except ValueError as e: raise _flagged(e) from None
+        except ValueError as e:
+            print(flush=True)  # the error on a line of its own, not after the text
+            raise _flagged(e) from None
         print()
         return 0
     model, task = _load(args.checkpoint, False)
@@ -525,7 +529,9 @@ def _chat(args):
             messages.append({'role': 'assistant', 'content': reply})
             print(flush=True)
     except EOFError: pass
-    except ValueError as e: raise _flagged(e) from None
+    except ValueError as e:
+        print(flush=True)  # the error on a line of its own, not after a reply
+        raise _flagged(e) from None
     return 0
 
 def _convert(args):

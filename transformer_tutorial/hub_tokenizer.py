@@ -12,6 +12,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 import regex
+from .validation import _read_json
 
 # %% ../nbs/16b_open_tokenizers.ipynb #91c11d19
 def _byte_table() -> Dict[int, str]:
@@ -424,11 +425,6 @@ def _special_args(specials, text: str, allowed_special, disallowed_special):
                          "to read it as its id, or disallowed_special=() to read it as text")
     return 'all' if allowed >= specials else frozenset(allowed & specials)
 
-def _read_json(path: Path, what: str):
-    try: return json.loads(Path(path).read_text(encoding='utf-8'))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not JSON ({e}); expected {what}") from None
-
 class HubTokenizer(_HubBPE):
     """A BPE tokenizer as a `tokenizer.json` describes it, byte-level or SentencePiece-style,
     encoding and decoding as the `tokenizers` library does; `config` is tokenizer_config.json
@@ -577,7 +573,10 @@ class HubTokenizer(_HubBPE):
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         """The text of `ids` as `tokenizers` decodes it: the tokens' strings through the file's
-        decoder (`skip_special_tokens` drops the special ones first)."""
+        decoder (`skip_special_tokens` drops the special ones first). An id with no token is
+        dropped, as `tokenizers` drops it: a model's output layer is often wider than its
+        tokenizer (Qwen2.5-0.5B has 151,936 rows for 151,665 tokens), and sampling can pick a
+        row past the last token."""
         if isinstance(ids, (str, bytes, bytearray)):
             raise TypeError("ids must be a sequence of token ids (integers), got a "
                             f"{type(ids).__name__}")
@@ -586,13 +585,11 @@ class HubTokenizer(_HubBPE):
             if isinstance(i, bool) or not hasattr(type(i), '__index__'):
                 raise TypeError(f"token ids must be integers, got {i!r} ({type(i).__name__})")
         ids = [operator.index(i) for i in ids]
-        bad = [i for i in ids if i not in self.id_to_token]
-        if bad:
-            raise ValueError(
-                f"token id {bad[0]} is not in the vocabulary of {len(self)} tokens")
+        bad = [i for i in ids if i < 0]
+        if bad: raise ValueError(f"token ids are at least 0, got {bad[0]}")
         tokens = [
-            self.id_to_token[i] for i in ids
-            if not (skip_special_tokens and self.added.get(i, {}).get('special'))
+            self.id_to_token[i] for i in ids if i in self.id_to_token
+            and not (skip_special_tokens and self.added.get(i, {}).get('special'))
         ]
         for step in self.decoders: tokens = step(tokens)
         return ''.join(tokens)

@@ -6,13 +6,14 @@
 __all__ = ['LLAMA_BLOCK', 'FAMILIES', 'llama_config', 'load_llama_state', 'from_llama', 'from_qwen2', 'from_mistral']
 
 # %% ../nbs/17c_llama.ipynb #5787a604
-import json, os, pathlib
+import os, pathlib
 from importlib import import_module
 from typing import Dict, Optional, Tuple, Union
 import torch
 from .gpt import GPT, GPTConfig
 from .positions import rope_attention_factor, rope_permutation
 from .model_files import _foreign_source
+from .validation import _read_json
 
 # %% ../nbs/17c_llama.ipynb #b2c3d4e5
 # GPT's fields for Llama's block (Qwen2's: qkv_bias=True)
@@ -531,6 +532,11 @@ def _text_model(hf: dict,
         names[name] = tensor
     return text, names
 
+# the keys of a config.json that set the weights' shapes
+_SIZE_KEYS = ('vocab_size', 'hidden_size', 'intermediate_size', 'moe_intermediate_size',
+              'num_attention_heads', 'num_key_value_heads', 'head_dim', 'num_local_experts',
+              'num_experts')
+
 def _from(source, config, family):
     """A `GPT` in eval mode holding a model of any family of `FAMILIES` from any of the sources
     `from_llama` takes."""
@@ -550,13 +556,18 @@ def _from(source, config, family):
     emb = state.get('model.embed_tokens.weight')
     # bfloat16 weights stay bfloat16, float64 stay float64
     model.to(emb.dtype if emb is not None and emb.is_floating_point() else torch.float32)
-    model = load_llama_state(model, state).eval()
+    try: model = load_llama_state(model, state).eval()
+    except ValueError as e:
+        if not isinstance(source, (str, os.PathLike)): raise
+        # from a folder: the file and the sizes it gave, to hold against the weights
+        sizes = ', '.join(f"{k} {hf[k]}" for k in _SIZE_KEYS if hf.get(k) is not None)
+        raise ValueError(f"{e} ({pathlib.Path(source, 'config.json')}: {sizes})") from None
     model.source_config = dict(hf)  # what to_llama writes back beside the architecture
     folder = pathlib.Path(source) if isinstance(
         source, (str, os.PathLike)) and os.path.isdir(source) else None
     if folder is not None and (folder / 'generation_config.json').is_file():
-        model.source_generation = json.loads(
-            (folder / 'generation_config.json').read_text(encoding='utf-8'))
+        model.source_generation = _read_json(folder / 'generation_config.json',
+                                             'generation settings')
     return model
 
 def from_llama(source, config: Optional[Union[dict, object]] = None) -> GPT:

@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import save as _safetensors_bytes
 from .model import Transformer, TransformerConfig
 from .utils import atomic_write
+from .validation import _read_json
 
 # %% ../nbs/11a_model_files.ipynb #376c4b2b
 CONFIG_NAME, WEIGHTS_NAME, STATE_NAME = (
@@ -69,6 +70,10 @@ def _check_entry(path, name, info):
                              f"bytes, but {dtype} {shape} needs "
                              f"{math.prod(shape) * DTYPE_SIZES[dtype]:,}")
 
+def _peek(path, n):
+    "The first `n` bytes of the file at `path`."
+    with open(path, 'rb') as f: return f.read(n)
+
 def read_header(path: Union[str, os.PathLike]) -> dict:
     """The JSON header of the safetensors file at `path`, checked against the file's size;
     nothing else is read."""
@@ -82,6 +87,13 @@ def read_header(path: Union[str, os.PathLike]) -> dict:
     if not raw.startswith(b'{') and _is_pickle(head):
         raise ModelFileError(f"{path} is a pickle (torch.save's format), not safetensors; it "
                              "was not unpickled")
+    if head.startswith(b'version') and b'git-lfs' in _peek(path, 60):
+        raise ModelFileError(f"{path} is a Git LFS pointer, not the weights: the folder was "
+                             "cloned without git-lfs; run `git lfs pull` in it, or download "
+                             "the folder with huggingface_hub")
+    if head.lstrip().lower().startswith((b'<!doc', b'<html', b'<?xml', b'<head')):
+        raise ModelFileError(f"{path} is a web page, not safetensors: the download saved the "
+                             "page that links to the file, not the file")
     if size < 8:
         raise ModelFileError(f"{path} has {size} bytes; a safetensors file starts with an "
                              "8-byte header length")
@@ -350,15 +362,17 @@ def _looks_local(path: str) -> bool:
     return len(parts) != 2 or path.startswith(
         ('.', '/', '~')) or '\\' in path or not all(parts) or os.path.isdir(parts[0])
 
-def _hub_folder(repo_id):
-    """Download a Hub repo's config.json and model.safetensors with huggingface_hub (optional)
-    and return the local folder; a path that looks local is not sent to the Hub."""
+def _hub_folder(repo_id, extra=()):
+    """Download a Hub repo's config.json and safetensors weights (model.safetensors, or the
+    index and its shards) with huggingface_hub (optional), and the files `extra` names, and
+    return the local folder; a path that looks local is not sent to the Hub."""
     if _looks_local(repo_id): raise FileNotFoundError(f"no model folder or file at {repo_id}")
     try: from huggingface_hub import snapshot_download
     except ImportError:
         raise FileNotFoundError(f"no model folder or file at {repo_id} (to fetch it from the "
                                 "Hugging Face Hub: pip install huggingface_hub)") from None
-    try: return snapshot_download(repo_id, allow_patterns=[CONFIG_NAME, WEIGHTS_NAME])
+    weights = [WEIGHTS_NAME, WEIGHTS_NAME + '.index.json', 'model-*-of-*.safetensors']
+    try: return snapshot_download(repo_id, allow_patterns=[CONFIG_NAME, *weights, *extra])
     except Exception as e:
         raise FileNotFoundError(f"no model folder or file at {repo_id}, and no Hub repo of "
                                 f"that name could be fetched ({type(e).__name__})") from None
@@ -381,15 +395,27 @@ def _foreign_source(source, config, family: str,
     if not (folder / CONFIG_NAME).is_file():
         raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a {family} folder holds "
                                 f"{CONFIG_NAME} and {WEIGHTS_NAME}")
-    hf = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8'))
+    hf = _read_json(folder / CONFIG_NAME, f"a {family} model's config.json")
+    quantized = hf.get('quantization_config') if isinstance(hf, dict) else None
+    if quantized:
+        method = quantized.get('quant_method') if isinstance(quantized, dict) else quantized
+        raise ValueError(f"{folder / CONFIG_NAME}: quantization_config (quant_method "
+                         f"{method!r}): the weights are quantized; the course reads float "
+                         "weights (float32, bfloat16, float16): use the model's unquantized "
+                         "folder")
     if (folder / WEIGHTS_NAME).is_file():
         # checked (and a pickle refused) before a byte of tensor data is read
         read_header(folder / WEIGHTS_NAME)
         return hf, _read_tensors(folder / WEIGHTS_NAME, skip(hf))
     if (folder / INDEX_NAME).is_file(): return hf, _read_shards(folder, skip(hf))
-    raise FileNotFoundError(f"{folder} has neither {WEIGHTS_NAME} nor {INDEX_NAME} with its "
-                            "shards: pickle-based weights are never read here; "
-                            f"load the model with transformers and pass it instead")
+    pickles = sorted(p.name for p in folder.iterdir() if p.suffix in ('.bin', '.pt', '.pth'))
+    more = ', ...' if pickles[2:] else ''
+    holds = f"holds {', '.join(pickles[:2])}{more} but " if pickles else ""
+    raise FileNotFoundError(f"{folder} {holds}has neither {WEIGHTS_NAME} nor {INDEX_NAME} with "
+                            "its shards: pickle-based weights are never read here; save them "
+                            "as safetensors once with transformers (from_pretrained(folder), "
+                            "then save_pretrained(new_folder)), or in Python pass the "
+                            "transformers model itself")
 
 # weights split over several files: which file holds each tensor
 INDEX_NAME = 'model.safetensors.index.json'

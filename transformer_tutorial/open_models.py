@@ -11,6 +11,7 @@ from typing import Dict
 import transformer_tutorial
 from .gpt import gpt_parameter_count
 from .llama import FAMILIES, llama_config
+from .validation import _read_json
 
 # %% ../nbs/17e_open_models.ipynb #baddd0fd
 def published_configs() -> Dict[str, dict]:
@@ -122,12 +123,22 @@ def generation_settings(folder: Union[str, os.PathLike]) -> dict:
     config.json's end and pad ids where it names none, and transformers' defaults for absent
     keys."""
     folder = pathlib.Path(folder)
-    cfg = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8'))
+    cfg = _read_json(folder / CONFIG_NAME, "a model's config.json")
     path = folder / 'generation_config.json'
-    g = json.loads(path.read_text(encoding='utf-8')) if path.is_file() else {}
+    g = _read_json(path, 'generation settings') if path.is_file() else {}
     if not isinstance(g, dict): raise ValueError(f"{path}: not a JSON object of settings")
     sample = bool(g.get('do_sample', False))
     pad = g.get('pad_token_id', cfg.get('pad_token_id'))
+    V = cfg.get('vocab_size') or (cfg.get('text_config') or {}).get('vocab_size')
+    for key in ('eos_token_id', 'pad_token_id'):  # a token id out of the vocabulary, named
+        where, ids = (path, g[key]) if key in g else (folder / CONFIG_NAME, cfg.get(key))
+        ids = ids if isinstance(ids, list) else [ids]
+        ok = lambda i: i is None or type(i) is int and 0 <= i and (not V or i < V)
+        bad = [i for i in ids if not ok(i)]
+        if bad:
+            within = f"0 to {V - 1} (config.json's vocab_size {V})" if V else "a whole number"
+            raise ValueError(f"{where}: {key} {bad[0]!r} is not a token id of the model's "
+                             f"vocabulary, {within}")
     top_k, top_p = g.get('top_k', 50), g.get('top_p', 1.0)
     return {
         'eos_id': g.get('eos_token_id', cfg.get('eos_token_id')),
@@ -138,6 +149,10 @@ def generation_settings(folder: Union[str, os.PathLike]) -> dict:
         'repetition_penalty': float(g.get('repetition_penalty', 1.0)),
         'max_new_tokens': g.get('max_new_tokens'),
     }
+
+# what a folder is read from besides config.json and the weights
+_FOLDER_FILES = ('generation_config.json', 'tokenizer.json', 'tokenizer_config.json',
+                 'chat_template.jinja')
 
 @dataclass
 class OpenModel:
@@ -151,16 +166,22 @@ def load_open_model(source: Union[str, os.PathLike]) -> OpenModel:
     """The model (of any family of `FAMILIES`), tokenizer and generation settings of a folder
     (or Hub id) holding config.json, the weights, tokenizer.json and its config."""
     from transformer_tutorial.hub_tokenizer import HubTokenizer
+    # from the Hub: the weights, and the files of the tokenizer and the generation settings
     folder = pathlib.Path(source) if os.path.exists(source) else pathlib.Path(
-        _hub_folder(str(source)))
+        _hub_folder(str(source), extra=_FOLDER_FILES))
+    if folder.is_file():
+        raise FileNotFoundError(f"{folder} is a file: give the model's folder, "
+                                f"{folder.parent}, which holds config.json, the weights and "
+                                "tokenizer.json")
     if not (folder / CONFIG_NAME).is_file():
         raise FileNotFoundError(f"{folder} has no {CONFIG_NAME}: a model folder holds "
                                 "config.json, the weights and tokenizer.json")
-    family = json.loads((folder / CONFIG_NAME).read_text(encoding='utf-8')).get('model_type')
+    family = _read_json(folder / CONFIG_NAME, "a model's config.json").get('model_type')
     # a multimodal Gemma 3 folder: its text model (from_gemma3 leaves the images' parts out)
     family = {'gemma3': 'gemma3_text'}.get(family, family)
     if family not in FAMILIES:
-        raise ValueError(f"{folder / CONFIG_NAME} describes a {family!r} model; the course "
+        what = f"describes a {family!r} model" if family else "names no model_type"
+        raise ValueError(f"{folder / CONFIG_NAME} {what}; the course "
                          f"runs {', '.join(n for n, _ in FAMILIES.values())} folders "
                          "(model_type "
                          f"{', '.join(map(repr, FAMILIES))}){_unknown_family(family)}")
