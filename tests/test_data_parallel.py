@@ -176,13 +176,16 @@ def test_resume_across_world_sizes(tmp_path):
         # resumed ones agree to float rounding. Started on 2, the run parts from the whole one before its resume: 1 and 2
         # processes add the gradients in different orders, and AdamW amplifies that rounding (2.8e-3 at a loss of 0.7).
         exact = first == 1
-        if exact: assert max(abs(x - y) for x, y in zip(h['loss'], w['loss'])) < 1e-6
+        # losses below 1e-6 and weights within 1e-5 on the machines CI ran on until 2026-11-29; on that day's machine, at
+        # this commit and the one before it alike, 1.2e-5 and 2.5e-4: the processor's rounding, amplified by AdamW, the
+        # losses still far below the 2.8e-3 above
+        if exact: assert max(abs(x - y) for x, y in zip(h['loss'], w['loss'])) < 1e-4
         assert max(abs(x - y) / y for x, y in zip(h['loss'], w['loss'])) < 0.01
         assert len(h['loss']) == len(w['loss']) == 120
         if not exact: continue  # its weights parted too (by up to 2e-2 in 120 steps)
         expected = whole_model.state_dict()
         for k, v in model.state_dict().items():  # key biases aside: their true gradient is 0 and AdamW scales rounding noise
-            if not k.endswith('w_k.bias'): torch.testing.assert_close(v, expected[k], atol=1e-5, rtol=0, msg=lambda m: f"{k}: {m}")
+            if not k.endswith('w_k.bias'): torch.testing.assert_close(v, expected[k], atol=1e-3, rtol=0, msg=lambda m: f"{k}: {m}")
 
 
 def test_resume_refuses_another_task(tmp_path, capsys):
