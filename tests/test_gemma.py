@@ -83,7 +83,7 @@ def test_the_published_gemmas_count_as_transformers_builds_them():
         with torch.device('meta'): assert sum(p.numel() for p in Model(Config(**hf)).parameters()) == total
         assert gpt_parameter_count(llama_config(hf, hf['model_type'])) == total
     row = family_switches(configs['Gemma-2-2B'])
-    assert (row['norm'], row['soft caps'], row['feed-forward'], row['window']) == ('RMSNorm before and after each sublayer', 'scores 50, logits 30',
+    assert (row['norm'], row['soft caps'], row['feed-forward'], row['window']) == ('RMSNorm, gain 1 + w, before and after each sublayer', 'scores 50, logits 30',
                                                                                    'GEGLU of 9,216', '4,096 in 13 of 26 layers')
     assert family_switches(configs['Gemma-3-1B'])['RoPE'] == 'base 1,000,000 (sliding layers 10,000)'
 
@@ -111,6 +111,32 @@ def test_the_switches_compute_what_they_say():
     torch.testing.assert_close(m.embed_tokens(ids), m.embed(ids) * 4.0)
 
 
+def test_gemma_s_norm_equals_transformers_in_every_dtype_and_adding_1_at_load_does_not_in_bfloat16():
+    "RMSNorm(unit_offset=True) holds the stored g - 1 and adds 1 in float32, as GemmaRMSNorm does; a plain RMSNorm given 1 + w rounds that sum in bfloat16."
+    from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
+    from transformer_tutorial.modern_blocks import RMSNorm
+    torch.manual_seed(0)
+    w, x = 0.05 * torch.randn(64), 3 * torch.randn(4, 7, 64)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        theirs, ours, at_load = GemmaRMSNorm(64).to(dtype), RMSNorm(64, unit_offset=True).to(dtype), RMSNorm(64).to(dtype)
+        with torch.no_grad(): theirs.weight.copy_(w); ours.weight.copy_(w); at_load.weight.copy_(1 + theirs.weight)
+        assert torch.equal(ours(x.to(dtype)), theirs(x.to(dtype))), dtype
+        if dtype == torch.bfloat16: assert not torch.equal(at_load(x.to(dtype)), theirs(x.to(dtype)))
+    assert torch.equal(RMSNorm(64, unit_offset=True)(x), RMSNorm(64)(x))        # a new one: gain 1
+
+
+@pytest.mark.parametrize('kind, options', [CASES[0], CASES[4]], ids=[IDS[0], IDS[4]])
+def test_a_bfloat16_gemma_folder_runs_as_close_to_float32_as_transformers_runs_it(kind, options, tmp_path):
+    "Loaded from a bfloat16 folder the model stays bfloat16; its logits' distance from the float32 model's is transformers' own bfloat16 distance (the gains rounded to 1 + w at load made it 1.15 and 1.27 times that)."
+    theirs = random_gemma(kind, **options)
+    with torch.no_grad(): exact = theirs(IDX).logits
+    theirs.to(torch.bfloat16).save_pretrained(tmp_path)
+    ours = KINDS[kind][0](tmp_path)
+    assert {p.dtype for p in ours.parameters()} == {torch.bfloat16}
+    with torch.no_grad(): ours_err, theirs_err = (((m(IDX) if m is ours else m(IDX).logits).float() - exact).abs().mean() for m in (ours, theirs))
+    assert ours_err < 1.06 * theirs_err, (ours_err, theirs_err)
+
+
 def test_what_a_gemma_cannot_be_is_named(tmp_path):
     good = dict(model_type='gemma2', **{k: v for k, v in SMALL.items() if 'token' not in k})
     with pytest.raises(ValueError, match=r"hidden_activation='silu': Gemma 2's GEGLU gates with GELU's tanh form"):
@@ -122,8 +148,10 @@ def test_what_a_gemma_cannot_be_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"query_pre_attn_scalar or attn_logit_softcapping, which Llama's code ignores"):
         llama_config({**good, 'model_type': 'llama', 'query_pre_attn_scalar': 256}, 'llama')
     with pytest.raises(ValueError, match=r"sandwich_norm=False: Gemma 2's block has sandwich_norm=True"):
-        to_gemma2(GPT(97, 64, 48, 4, 1, 80, **{**LLAMA_BLOCK, 'activation': 'geglu'}, scale_embeddings=True), tmp_path)
-    with pytest.raises(ValueError, match=r"activation='geglu': Llama's block has activation='swiglu'"):
+        to_gemma2(GPT(97, 64, 48, 4, 1, 80, **{**LLAMA_BLOCK, 'activation': 'geglu', 'norm': 'rms_unit_offset'}, scale_embeddings=True), tmp_path)
+    with pytest.raises(ValueError, match=r"norm='rms': Gemma's block has norm='rms_unit_offset'"):   # its gains would be read as g - 1
+        to_gemma(GPT(97, 64, 48, 4, 1, 80, **{**LLAMA_BLOCK, 'activation': 'geglu'}, scale_embeddings=True), tmp_path)
+    with pytest.raises(ValueError, match=r"norm='rms_unit_offset': Llama's block has norm='rms'"):
         to_llama(from_gemma(random_gemma('gemma')), tmp_path)
     with pytest.raises(ValueError, match=r"sandwich norms a pre-norm sublayer's output too"):
         SublayerConnection(8, norm_output=True, sandwich=True)

@@ -245,7 +245,7 @@ def test_the_gpt_refuses_bad_blocks_by_name():
     with pytest.raises(ValueError, match=r"d_model \(30\) must be divisible by num_heads \(4\)"): GPT(10, 16, 30, 4, 1, 32)
     with pytest.raises(ValueError, match=r"num_kv_heads \(3\) must divide num_heads \(4\)"): GPT(10, 16, 32, 4, 1, 32, num_kv_heads=3)
     with pytest.raises(ValueError, match="d_head must be even, got 5"): GPT(10, 16, 20, 4, 1, 32, positions='rope')
-    with pytest.raises(ValueError, match="norm must be one of layer, rms, got 'batch'"): GPT(10, norm='batch')
+    with pytest.raises(ValueError, match="norm must be one of layer, rms, rms_unit_offset, got 'batch'"): GPT(10, norm='batch')
     with pytest.raises(ValueError, match="activation must be one of relu, gelu, gelu_tanh, silu, swiglu, geglu, got 'reglu'"): GPT(10, activation='reglu')
     with pytest.raises(ValueError, match="the RoPE base must be a positive number, got 0.0"): GPT(10, 16, 32, 4, 1, 32, positions='rope', rope_base=0.0)
     model = GPT(10, 16, 32, 4, 1, 32, **LLAMA_BLOCK)
@@ -948,6 +948,41 @@ def test_a_course_built_longrope_gpt_goes_out_as_phi3_with_its_trained_context(t
     with torch.no_grad():
         for n in (12, 40): assert (ours(idx[:, :n]) - theirs(idx[:, :n]).logits).abs().max() < 1e-4
     assert from_phi3(tmp_path / 'out').config.rope_scaling == ours.config.rope_scaling
+
+
+def test_longrope_factors_of_the_wrong_length_are_refused_when_the_folder_is_read(tmp_path):
+    "Both factor lists are checked against d_head / 2 when the model is built, not only the one a text's length picks (the long set was once checked only past original_max_position_embeddings)."
+    config = dict(model_type='phi3', vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=64, original_max_position_embeddings=16)
+    for key, n in (('long_factor', 3), ('short_factor', 5)):
+        factors = {'short_factor': [1.0] * 4, 'long_factor': [2.0] * 4, key: [1.5] * n}
+        with pytest.raises(ValueError, match=rf"longrope's {key} must hold one number per feature pair, d_head/2 = 4, got {n}"):
+            GPT.from_config(llama_config({**config, 'rope_scaling': {'type': 'longrope', **factors}}, 'phi3'))
+
+
+def test_qwen25s_model_card_yarn_block_reads_four_times_its_stated_length_as_transformers_does(tmp_path):
+    "Qwen2.5's model cards add rope_scaling {type yarn, factor 4, original_max_position_embeddings 32768} beside max_position_embeddings 32768: transformers runs texts past 32768. The course's context is 4 x 32768 (here 4 x 16); a text past the stated length equals transformers, and to_qwen2 writes the folder's own stated length back."
+    torch.manual_seed(0)
+    theirs = Qwen2ForCausalLM(Qwen2Config(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                          num_key_value_heads=2, max_position_embeddings=16, bos_token_id=None, eos_token_id=None,
+                                          rope_scaling={'type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 16})).eval()
+    with torch.no_grad():
+        for p in theirs.parameters(): p.add_(0.1 * torch.randn_like(p))
+    theirs.save_pretrained(tmp_path / 'hub')
+    ours = from_qwen2(tmp_path / 'hub')
+    assert ours.config.max_len == 64
+    idx = torch.randint(0, 97, (2, 60), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(): expected = theirs(idx).logits
+    with torch.no_grad(): assert (ours(idx) - expected).abs().max() < 1e-4
+    to_qwen2(ours, tmp_path / 'back')
+    assert json.loads((tmp_path / 'back' / 'config.json').read_text())['max_position_embeddings'] == 16
+    assert from_qwen2(tmp_path / 'back').config.max_len == 64
+    built = GPT.from_config(ours.config)                         # no folder behind it: its context, stated
+    built.load_state_dict(ours.state_dict())
+    to_qwen2(built, tmp_path / 'built')
+    assert json.loads((tmp_path / 'built' / 'config.json').read_text())['max_position_embeddings'] == 64
+    with torch.no_grad():
+        assert (Qwen2ForCausalLM.from_pretrained(tmp_path / 'built').eval()(idx).logits - expected).abs().max() < 1e-4
 
 
 def test_a_folder_is_loaded_into_the_model_without_a_second_copy_and_a_model_passed_in_is_never_shared(tmp_path):

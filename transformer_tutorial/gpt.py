@@ -28,7 +28,7 @@ from .layer_norm import LayerNorm
 from .masks import causal_mask
 
 # %% ../nbs/17_gpt.ipynb #5bc7188d
-POSITIONS, NORMS = ('learned', 'sinusoidal', 'rope'), ('layer', 'rms')
+POSITIONS, NORMS = ('learned', 'sinusoidal', 'rope'), ('layer', 'rms', 'rms_unit_offset')
 # the gated feed-forwards of chapter 9a, and the gate each uses
 GATED = {'swiglu': 'silu', 'geglu': 'gelu_tanh'}
 
@@ -48,7 +48,8 @@ class GPTConfig(DictConfig):
     # the feed-forward's: one of ACTIVATIONS, or 'swiglu' (the gated unit of chapter 9a)
     activation: str = 'gelu_tanh'
     layer_norm_eps: float = 1e-5   # every norm's epsilon
-    norm: str = 'layer'          # 'layer' (LayerNorm) or 'rms' (RMSNorm)
+    # 'layer' (LayerNorm), 'rms' (RMSNorm), 'rms_unit_offset' (Gemma's RMSNorm: gain 1 + weight)
+    norm: str = 'layer'
     # key/value heads; None: num_heads, fewer: grouped-query attention
     num_kv_heads: Optional[int] = None
     rope_base: float = 10000.0   # RoPE's base, with positions='rope'
@@ -213,7 +214,8 @@ class GPT(nn.Module):
             if activation in GATED:
                 return SwiGLUFeedForward(d_model, d_ff, dropout, ff_bias, GATED[activation])
             return PositionwiseFeedForward(d_model, d_ff, dropout, activation, ff_bias)
-        make_norm = partial(LayerNorm if norm == 'layer' else RMSNorm, eps=layer_norm_eps)
+        make_norm = partial(LayerNorm, eps=layer_norm_eps) if norm == 'layer' else partial(
+            RMSNorm, eps=layer_norm_eps, unit_offset=norm == 'rms_unit_offset')
         # a GPT block: an encoder layer, causally masked
         self.layers = nn.ModuleList(
             EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first=True,

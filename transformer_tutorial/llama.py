@@ -35,7 +35,7 @@ FAMILIES = {
     'gemma2': ('Gemma 2', 'Gemma2ForCausalLM'),
     'gemma3_text': ('Gemma 3', 'Gemma3ForCausalLM'),
 }
-# GEGLU, embeddings times √d, every norm's gain stored as g - 1, tied by default
+# GEGLU, embeddings times √d, RMSNorm's gain 1 + weight (stored as g - 1), tied by default
 _GEMMA = ('gemma', 'gemma2', 'gemma3_text')
 # the published key of the number of experts, and its default
 _EXPERTS = {'mixtral': ('num_local_experts', 8), 'qwen3_moe': ('num_experts', 128)}
@@ -93,6 +93,17 @@ def _rope(hf: dict) -> Tuple[float, Optional[dict]]:
         raise ValueError(f"rope_theta={theta!r}: RoPE's base must be a positive number "
                          "(10000.0 in the paper)")
     return float(theta), scaling
+
+def _context(stated: int, scaling: Optional[dict]) -> int:
+    """The positions a model reads, from config.json's max_position_embeddings: stretched by the
+    factor under dynamic scaling (its stated length is the one trained on), and under YaRN when
+    the stated length is the one trained on (Qwen2.5's model cards: 32768, stretched 4 times);
+    else as stated."""
+    kind = (scaling or {}).get('rope_type')
+    if kind == 'dynamic': return int(stated * scaling['factor'])
+    if kind == 'yarn':
+        return max(stated, int(scaling['original_max_position_embeddings'] * scaling['factor']))
+    return stated
 
 def _rope_local(hf: dict, family: str) -> Optional[float]:
     """Gemma 3's RoPE base for its sliding layers, unscaled (rope_parameters' sliding_attention
@@ -234,12 +245,11 @@ def llama_config(hf: dict, family: str = 'llama') -> GPTConfig:
     d_ff = hf['moe_intermediate_size'] if family == 'qwen3_moe' else hf['intermediate_size']
     gemma = _gemma(hf, family, head_dim) if family in _GEMMA else {}
     if window is None: gemma.pop('rope_local_base', None)  # no sliding layers: one base
-    # dynamic: the stretched one
-    context = hf['max_position_embeddings'] * (scaling['factor'] if scaling
-                                               and scaling['rope_type'] == 'dynamic' else 1)
+    context = _context(hf['max_position_embeddings'], scaling)
     return GPTConfig(hf['vocab_size'], int(context), d, H, hf['num_hidden_layers'], d_ff, 0.0,
                      'rope', 'geglu' if family in _GEMMA else 'swiglu',
-                     hf.get('rms_norm_eps', _EPS.get(family, 1e-6)), 'rms',
+                     hf.get('rms_norm_eps', _EPS.get(family, 1e-6)),
+                     'rms_unit_offset' if family in _GEMMA else 'rms',
                      hf.get('num_key_value_heads') or H, base,
                      tie_embeddings=hf.get('tie_word_embeddings', family in _GEMMA),
                      rope_scaling=scaling, sliding_window=window, sliding_layers=window_layers,
@@ -464,14 +474,6 @@ def _fused(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
             out[name] = t
     return out
 
-def _gains(state: Dict[str, torch.Tensor], shift: int) -> Dict[str, torch.Tensor]:
-    """Every norm's gain of a Gemma state dict plus `shift`: 1 turns Gemma's stored g - 1 (its
-    RMSNorm multiplies by 1 + weight) into the course's g, -1 back."""
-    return {
-        k: v + shift if k.endswith(('norm.weight', 'layernorm.weight')) else v
-        for k, v in state.items()
-    }
-
 # Mixtral's -> Qwen3-MoE's
 _MIXTRAL_NAMES = {'block_sparse_moe.': 'mlp.', '.w1.': '.gate_proj.', '.w3.': '.up_proj.',
                   '.w2.': '.down_proj.'}
@@ -552,7 +554,6 @@ def _from(source, config, family):
         model = GPT.from_config(llama_config(hf, family))
     if family == 'phi3': state = _unfused(state, hf)
     if family in _EXPERTS: state = _experts_by_name(state, family)
-    if family in _GEMMA: state = _gains(state, 1)  # Gemma stores each norm's gain as g - 1
     emb = state.get('model.embed_tokens.weight')
     # bfloat16 weights stay bfloat16, float64 stay float64
     model.to(emb.dtype if emb is not None and emb.is_floating_point() else torch.float32)

@@ -13,7 +13,7 @@ from typing import Optional, Union
 from .gpt import GPT, GPTConfig
 from .llama import FAMILIES, _EXPERTS, _GEMMA, _MISTRAL_BIASES
 from .llama import _MIXTRAL_NAMES, _QK_NORMED, _QWEN2_BIASES
-from .llama import _from, _fused, _gains, _llama_names
+from .llama import _context, _from, _fused, _llama_names
 from .model_files import _write_safetensors, CONFIG_NAME, WEIGHTS_NAME
 from .utils import atomic_write
 
@@ -84,7 +84,7 @@ def from_gemma(source, config: Optional[Union[dict, object]] = None) -> GPT:
 
 def to_gemma(model: GPT, folder: Union[str, os.PathLike]) -> pathlib.Path:
     """Write a Gemma-style `GPT` as a folder that `transformers`'
-    `GemmaForCausalLM.from_pretrained` loads: each norm's gain stored as g - 1."""
+    `GemmaForCausalLM.from_pretrained` loads."""
     return to_llama(model, folder, 'gemma')
 
 def from_gemma2(source, config: Optional[Union[dict, object]] = None) -> GPT:
@@ -116,7 +116,8 @@ def _check_exportable(c: GPTConfig, family: str):
     hold."""
     name = FAMILIES[family][0]
     want = {
-        'norm': 'rms', 'activation': 'geglu' if family in _GEMMA else 'swiglu',
+        'norm': 'rms_unit_offset' if family in _GEMMA else 'rms',
+        'activation': 'geglu' if family in _GEMMA else 'swiglu',
         'positions': 'rope', 'scale_embeddings': family in _GEMMA,
         'sandwich_norm': family in ('gemma2', 'gemma3_text')
     }
@@ -183,7 +184,6 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike],
         # argsort: the inverse reordering
         state[name] = ours.detach() if rows is None else ours.detach()[rows.argsort()]
     if family == 'phi3': state = _fused(state)
-    if family in _GEMMA: state = _gains(state, -1)
     if family == 'mixtral': state = {_mixtral_name(k): v for k, v in state.items()}
     dtype = str(model.embed.weight.dtype).replace('torch.', '')
     hf = {
@@ -209,6 +209,10 @@ def to_llama(model: GPT, folder: Union[str, os.PathLike],
             k: v
             for k, v in source.items() if k in _KEPT or (k not in hf and k not in _DROPPED)
         })
+        # its own stated length, where it gives this context (YaRN's 32768 for 4 x 32768)
+        stated = source.get('max_position_embeddings')
+        if isinstance(stated, int) and _context(stated, c.rope_scaling) == c.max_len:
+            hf['max_position_embeddings'] = stated
     if family == 'llama': hf.update(attention_bias=c.qkv_bias, mlp_bias=c.ff_bias)
     elif family in ('mistral', 'phi3', 'mixtral'):
         hf.update(sliding_window=c.sliding_window)

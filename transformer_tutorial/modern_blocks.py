@@ -15,20 +15,23 @@ from .validation import _check_positive_int, _check_width
 # %% ../nbs/09a_modern_blocks.ipynb #6753489f
 class RMSNorm(nn.Module):
     """Divide the last dimension by its root mean square (eps inside the root, computed in at
-    least float32), then scale by a learned gain."""
-    def __init__(self, d_model: int, eps: float = 1e-6):
+    least float32), then scale by a learned gain g. With `unit_offset` (Gemma's norm, chapter
+    17d) the weight holds g - 1, and g = 1 + weight is applied before the cast back."""
+    def __init__(self, d_model: int, eps: float = 1e-6, unit_offset: bool = False):
         super().__init__()
         _check_positive_int('d_model', d_model)
-        self.d_model, self.eps = d_model, eps
-        self.weight = nn.Parameter(torch.ones(d_model))  # g
+        self.d_model, self.eps, self.unit_offset = d_model, eps, unit_offset
+        # g, or g - 1: a gain of 1 either way
+        self.weight = nn.Parameter(torch.zeros(d_model) if unit_offset else torch.ones(d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_width('RMSNorm', x, self.d_model)
         # float16 and bfloat16 squared in float32 (below)
         wide = x.to(torch.promote_types(x.dtype, torch.float32))
         ms = (wide * wide).mean(-1, keepdim=True)                 # (..., 1): mean square
-        # (..., d_model), back in x's dtype
-        return (wide * torch.rsqrt(ms + self.eps)).to(x.dtype) * self.weight
+        normed = wide * torch.rsqrt(ms + self.eps)                # (..., d_model)
+        if self.unit_offset: return (normed * (1 + self.weight.to(wide.dtype))).to(x.dtype)
+        return normed.to(x.dtype) * self.weight                   # back in x's dtype, then g
 
 # %% ../nbs/09a_modern_blocks.ipynb #31cf9b5d
 def gelu(x: torch.Tensor, approximate: str = 'none') -> torch.Tensor:

@@ -52,7 +52,7 @@ def family_switches(hf: dict) -> Dict[str, str]:
         'parameters': f"{n / 1e9:.2f}B" +
                       (f" ({(n - unused) / 1e9:.2f}B used per token)" if unused else ''),
         'norm':
-            'RMSNorm ' +
+            ('RMSNorm, gain 1 + w, ' if c.norm == 'rms_unit_offset' else 'RMSNorm ') +
             ('on each sublayer\'s output' if c.norm_output else
              'before and after each sublayer' if c.sandwich_norm else 'before each sublayer'),
         'q/k norm': 'none' if not c.qk_norm else

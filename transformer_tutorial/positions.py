@@ -202,11 +202,12 @@ def rope_frequencies(d_head: int, base: float = 10000.0, dtype: torch.dtype = to
         raise ValueError(f"the RoPE base must be a positive number, got {base!r}")
     if scaling is not None and _check_scaling(scaling) == 'longrope':
         # LongRoPE: each pair's own divisor, one set within n_0 tokens, one past it
+        for key in ('short_factor', 'long_factor'):  # both checked, whichever is used now
+            if len(scaling[key]) != d_head // 2:
+                raise ValueError(f"longrope's {key} must hold one number per feature pair, "
+                                 f"d_head/2 = {d_head // 2}, got {len(scaling[key])}")
         ext = scaling['long_factor' if (
             length or 0) > scaling['original_max_position_embeddings'] else 'short_factor']
-        if len(ext) != d_head // 2:
-            raise ValueError("longrope's factors must hold one number per feature pair, "
-                             f"d_head/2 = {d_head // 2}, got {len(ext)}")
         return (base**(-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
                 / torch.tensor(ext, dtype=torch.float64)).to(dtype=dtype, device=device)
     if scaling is not None and _check_scaling(scaling) == 'dynamic':
