@@ -461,6 +461,30 @@ def test_the_grader_draws_the_checks_inputs_anew_for_each_run():
     assert len({grading.running._run_seed() for _ in range(5)}) > 1
 
 
+def test_the_grader_s_threads_read_code_one_at_a_time():
+    "Python 3.11's ast.parse fails in two threads at once when one switches to the other inside it (a finalizer running Python code is enough): 'SystemError: AST constructor recursion depth mismatch', which gave an honest ex06 solution 0 points, 'crashed', in one CI run of --jobs 2. Without the grader's lock the race is often seen here (printed); with it, never."
+    import ast, threading
+    source = "\n".join(f"def f{i}(x):\n    return [(y, {{'a': (x + {i}) * 2}}) for y in range(x) if y % 3]" for i in range(300))
+    class Switch:
+        def __del__(self): time.sleep(0)                      # Python code in a finalizer: the other thread may run
+    def race(lock):
+        errors = []
+        def work():
+            try:
+                for _ in range(150):
+                    junk = [Switch() for _ in range(50)]
+                    junk += [[junk] for _ in range(50)]           # cycles, for the collector
+                    del junk
+                    with lock: ast.parse(source)
+            except SystemError as e: errors.append(e)
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        return errors
+    print(f"without the lock: {len(race(contextlib.nullcontext()))} SystemError(s)")   # a race: seen often, not always
+    assert race(grading.running._AST) == []
+
+
 def test_a_symbolic_link_is_refused_kept_and_named_printably(tmp_path, capsys):
     "A submission that is a link (to a classmate's notebook, the solution, a folder) runs nowhere: a row says so, the link stays; a name with escape sequences is printed without them."
     target = tmp_path / "elsewhere"

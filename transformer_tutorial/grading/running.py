@@ -7,7 +7,7 @@ __all__ = ['grade_submission']
 
 # %% ../../nbs/15k_grading_running.ipynb #acd7872d
 from typing import Dict, List, Optional
-import ast, json, os, sys
+import ast, json, os, sys, threading
 from pathlib import Path
 from .imports import reference_uses, _code
 from .references import copies, reference_fingerprints, _runs_a_copy
@@ -143,6 +143,11 @@ def _short(gid, exercise):
     `check_causal_mask`."""
     return gid[len(exercise) + 1:] if gid.startswith(exercise + "_") else gid
 
+# Python 3.11's ast.parse is not safe in two threads at once (the grader's --jobs): it can
+# fail with "SystemError: AST constructor recursion depth mismatch". One thread reads code at
+# a time.
+_AST = threading.Lock()
+
 def grade_submission(
     nb,
     ex: Exercise,
@@ -166,10 +171,11 @@ def grade_submission(
         c.source for c in nb.cells
         if c.cell_type == "code" and not any(c is k for k in cells.values())
     ]
-    reference = reference_uses(own, ex.names) + copies(
-        own,
-        reference_fingerprints(ex) if references is None else references)
-    integrity = reference + tampering(own, _check_names(ex))
+    with _AST:
+        reference = reference_uses(own, ex.names) + copies(
+            own,
+            reference_fingerprints(ex) if references is None else references)
+        integrity = reference + tampering(own, _check_names(ex))
     notes = [
         f"{_short(g, ex.name)} was edited: the original ran" for g, c in cells.items()
         if g in ex.checks and c.source != ex.checks[g][0]
@@ -192,21 +198,22 @@ def grade_submission(
         stack.callback(shutil.rmtree, box, ignore_errors=True)
         available = verdict.ready()
         index = {id(c): i for i, c in enumerate(nb.cells)}
-        judged = {
-            index[id(c)]: call
-            for g, c in cells.items() if g in ex.checks
-            for call in [_verdict_call(c.source, available)] if call
-        }
         tag = os.urandom(4).hex()   # a name the notebook cannot know in advance
-        for g, c in cells.items():
-            # for a check that ends up running in the kernel
-            if g in ex.checks: c.source = _guarded(c.source, [*available, *_IN_KERNEL], tag)
+        with _AST:
+            judged = {
+                index[id(c)]: call
+                for g, c in cells.items() if g in ex.checks
+                for call in [_verdict_call(c.source, available)] if call
+            }
+            for g, c in cells.items():
+                # for a check that ends up running in the kernel
+                if g in ex.checks: c.source = _guarded(c.source, [*available, *_IN_KERNEL], tag)
         for sub in ("work", "home", "tmp"): (box / sub).mkdir()
         # the kernel's folder holds the notebook alone
         (box / "work" / f"{ex.name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
         report = run_sync(_run_notebook)(nb, box, limits, verdict, judged, kernel_name, sandbox
                                          and landlock_abi() > 0, hidden, ex.names)
-    integrity += _runs_a_copy(report["prints"], ex, reference)
+    with _AST: integrity += _runs_a_copy(report["prints"], ex, reference)
     ended = {
         "crashed": "the kernel died", "stopped": "its kernel was stopped",
         "timed out": "the notebook ran out of time"
