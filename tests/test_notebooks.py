@@ -2,9 +2,13 @@
 
 CI (.ci/run) builds the wheel and two virtual environments, the newest and the oldest supported torch, holding only
 torch and ipykernel: `TT_WHEEL` names the wheel and `TT_KERNELS` the interpreters, as `name=python name=python`.
-Each notebook's hidden Colab install cell is then pointed at the wheel and run, so it is what installs the package
-and its requirements. Every notebook runs in the first environment; the chapters that depend on the torch version
-run in the others too. Without those variables (a developer's clone) every notebook runs in this interpreter.
+The first notebook's hidden Colab install cell (the same cell in every notebook) is then pointed at the wheel and run
+in each environment, so it is what installs the package and its requirements. Every notebook runs in the first
+environment; the chapters that depend on the torch version run in the others too. Without those variables (a
+developer's clone) every notebook runs in this interpreter.
+
+The notebooks start when the session does, one at a time beside the unit tests (conftest.py runs the unit tests
+first), and two at a time once the first of these tests is reached; each test waits for its own notebook.
 """
 import os, sys
 from pathlib import Path
@@ -29,22 +33,40 @@ def kernels():
     return [tuple(s.split("=", 1)) for s in spec]
 
 
-def plan():
-    "(kernel name, python, notebooks) per environment: all notebooks in the first, the version-dependent ones in the rest."
+# Seconds each took in a CI run (the slowest; two notebooks at a time): the slowest start first, so that none is left
+# running alone at the end. Only the order depends on them.
+SECONDS = {"12a_data_parallel": 226, "17a_sampling": 214, "09c_length_generalization": 204, "17_gpt": 188, "17c_llama": 186,
+           "15l_grading_class": 167, "17f_gguf": 142, "20_fast": 125, "11_copy_task": 108, "11c_number_words": 92,
+           "11b_decoding": 86, "05_layer_norm": 72}
+
+
+def plan(cases=None):
+    """(kernel name, python, notebooks) per environment: all notebooks in the first, the version-dependent ones in the
+    rest; with `cases`, only those (kernel name, notebook stem), and each environment's first notebook, which installs."""
     ks = kernels()
-    ordered = [FIRST] + [p for p in NBS if p != FIRST]
-    some = [FIRST] + [p for p in NBS if p.stem in VERSION_DEPENDENT]
-    return [(name, py, ordered if i == 0 else some) for i, (name, py) in enumerate(ks)]
+    rest = [p for p in NBS if p != FIRST]
+    some = [p for p in rest if p.stem in VERSION_DEPENDENT]
+    envs = [(name, py, [FIRST] + (rest if i == 0 else some)) for i, (name, py) in enumerate(ks)]
+    return [(name, py, [p for p in nbs if p == FIRST or cases is None or (name, p.stem) in cases]) for name, py, nbs in envs]
 
 
-@pytest.fixture(scope="session")
-def results():
-    "Run every planned notebook once per session; {(kernel name, notebook stem): result}."
-    out = {}
-    for name, py, nbs in plan():
-        for r in run_notebooks.run(nbs, python=py, wheel=os.environ.get("TT_WHEEL"), workers=2):
-            out[name, Path(r["notebook"]).stem] = r
-    return out
+POOL = []
+
+
+def start_in_background(items):
+    """Start running the notebooks of the selected tests `items`, one at a time, each kernel with one thread: conftest.py
+    calls this before the first test, so that they use what the unit tests leave of the two cores; the first notebook
+    test makes it two at a time."""
+    if not POOL:
+        cases = {(item.callspec.params["kernel"], item.callspec.params["notebook"]) for item in items}
+        POOL.append(run_notebooks.Pool(plan(cases), wheel=os.environ.get("TT_WHEEL"), workers=1,
+                                       threads=max(1, (os.cpu_count() or 1) // 2), order=lambda name, p: -SECONDS.get(p.stem, 0)))
+
+
+def background_summary():
+    "Each notebook's seconds, slowest first (conftest.py prints this at the end, as CI's log shows where its time goes)."
+    done = [f.result() for f in POOL[0].done.values() if f.done()] if POOL else []
+    return [f"{r['seconds']:6.1f} s  {r['kernel']} {Path(r['notebook']).stem}" for r in sorted(done, key=lambda r: -r["seconds"])]
 
 
 CASES = [(name, p.stem) for name, _, nbs in plan() for p in nbs]
@@ -52,7 +74,9 @@ CASES = [(name, p.stem) for name, _, nbs in plan() for p in nbs]
 
 @pytest.mark.notebooks
 @pytest.mark.parametrize("kernel, notebook", CASES, ids=[f"{k}-{n}" for k, n in CASES])
-def test_notebook_runs_alone(results, kernel, notebook):
-    r = results[kernel, notebook]
+def test_notebook_runs_alone(request, kernel, notebook):
+    start_in_background([request.node])   # when conftest.py has not started them
+    POOL[0].grow(2)
+    r = POOL[0].result(kernel, next(p for p in NBS if p.stem == notebook))
     print(f"{kernel} {notebook}: {r['seconds']} s")
     assert r["error"] is None, f"{notebook} failed in the {kernel} environment:\n{r['error']}"

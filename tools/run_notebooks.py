@@ -3,18 +3,19 @@
 
 - `--python PY` runs the kernel with that interpreter (a virtual environment with the package installed from a
   wheel, say); the repository is never on the kernel's `sys.path`, since the kernel starts in the empty folder.
-- `--wheel WHL` turns on each notebook's hidden Colab install cell, pointed at that wheel instead of the repository,
-  so the cell itself is tested: in a fresh environment it is what installs the package and its requirements.
+- `--wheel WHL` turns on the first notebook's hidden Colab install cell, pointed at that wheel instead of the
+  repository, so the cell itself is tested: in a fresh environment it is what installs the package and its
+  requirements. It is the same cell in every notebook (tools/sync_docs.py --check), so it runs once.
 - Cells flagged with settings.ini's `tst_flags` (`#| notest`, `#| slow`) are skipped, as `nbdev_test` does.
 
 `python tools/run_notebooks.py [--python PY] [--wheel WHL] [--workers 2] NB...` prints one line per notebook and
-exits 1 if any failed. `run(...)` returns the results for the tests. `--save` stores the fresh outputs back into the
-notebooks (the skipped cells keep their source and get no output), which is how the stored outputs the site shows are
-made; run `nbdev_clean` afterwards. Its kernels record in each figure the size of its smallest text
-(tools/figure_text.py), which the site tests check against the page.
+exits 1 if any failed; `Pool` runs them in the background, in one environment or several, for the tests. `--save`
+stores the fresh outputs back into the notebooks (the skipped cells keep their source and get no output), which is how
+the stored outputs the site shows are made; run `nbdev_clean` afterwards. Its kernels record in each figure the size
+of its smallest text (tools/figure_text.py), which the site tests check against the page.
 """
-import argparse, configparser, copy, json, os, re, shutil, sys, tempfile, time
-from concurrent.futures import ThreadPoolExecutor
+import argparse, configparser, copy, json, os, queue, re, shutil, sys, tempfile, threading, time
+from concurrent.futures import Future
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,36 +42,42 @@ def prepare(nb, wheel, flags):
     return nb
 
 
-def kernel_spec_dir(python, figure_text=False):
-    """A Jupyter data folder holding a kernel spec `tt-kernel` that starts `python`; with `figure_text`, its kernels
-    first run tools/figure_text.py (an IPython startup file), so that the figures they draw record their smallest
-    text for the site tests."""
+def kernel_spec_dir(pythons, figure_text=False, threads=None):
+    """A folder of kernel specs, `tt-NAME` starting the interpreter of each `NAME: python` in `pythons`; with
+    `figure_text`, their kernels first run tools/figure_text.py (an IPython startup file), so that the figures they draw
+    record their smallest text for the site tests; with `threads`, each kernel's OpenMP pool has that many."""
     d = Path(tempfile.mkdtemp(prefix="tt-kernels-"))
-    spec = d / "kernels" / "tt-kernel"
-    spec.mkdir(parents=True)
-    python = os.path.abspath(python)  # absolute, since the kernel starts elsewhere; not resolve(): a venv's python is a symlink
-    kernel = {"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-              "display_name": f"notebook runner ({python})", "language": "python"}
+    env = {"OMP_NUM_THREADS": str(threads)} if threads else {}
     if figure_text:
         startup = d / "ipython" / "profile_default" / "startup"
         startup.mkdir(parents=True)
         shutil.copy(ROOT / "tools" / "figure_text.py", startup / "00-figure-text.py")
-        kernel["env"] = {"IPYTHONDIR": str(d / "ipython")}
-    (spec / "kernel.json").write_text(json.dumps(kernel))
+        env["IPYTHONDIR"] = str(d / "ipython")
+    for name, python in pythons.items():
+        spec = d / "kernels" / f"tt-{name}"
+        spec.mkdir(parents=True)
+        python = os.path.abspath(python)  # absolute, since the kernel starts elsewhere; not resolve(): a venv's python is a symlink
+        (spec / "kernel.json").write_text(json.dumps({"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                                                      "display_name": f"notebook runner ({python})", "language": "python", "env": env}))
     return d
 
 
-def run_one(path, kernel, wheel=None, timeout=900, save=False):
-    "Execute the notebook at `path` alone in an empty folder; returns a result dict (error is None on success)."
+def run_one(path, specs, kernel, env, wheel=None, timeout=900, save=False):
+    """Execute the notebook at `path` alone in an empty folder, in the kernel `tt-{kernel}` of the folder `specs`, whose
+    process gets the variables `env` (not this process's at that moment: tests beside it may change those); returns a
+    result dict (error is None on success)."""
     import nbformat
+    from jupyter_client import KernelManager
+    from jupyter_client.kernelspec import KernelSpecManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
     original = nbformat.read(path, as_version=4)
     nb = prepare(original, wheel, tst_flags())
     work = Path(tempfile.mkdtemp(prefix=f"nb-{Path(path).stem}-"))
+    km = KernelManager(kernel_name=f"tt-{kernel}", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(specs / "kernels")]))
     t0, error = time.perf_counter(), None
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name=kernel, resources={"metadata": {"path": str(work)}}).execute()
+        NotebookClient(nb, km=km, timeout=timeout, resources={"metadata": {"path": str(work)}}).execute(env=env)
     except CellExecutionError as e:
         error = re.sub(r"\x1b\[[0-9;]*m", "", str(e))[-4000:]  # without the terminal colours of the traceback
     except Exception as e:  # a dead kernel, a timeout
@@ -83,24 +90,59 @@ def run_one(path, kernel, wheel=None, timeout=900, save=False):
                 outputs = [o for o in ran.outputs if WIDGET not in o.get("data", {})]  # progress bars: nothing to show once saved
                 kept.outputs, kept.execution_count = (outputs, ran.execution_count) if ran.source else ([], None)
         nbformat.write(original, path)
-    return {"notebook": str(path), "seconds": round(time.perf_counter() - t0, 1), "error": error}
+    return {"notebook": str(path), "kernel": kernel, "seconds": round(time.perf_counter() - t0, 1), "error": error}
+
+
+class Pool:
+    """Notebooks run by `workers` threads, which start at once and leave the caller free: `plan` is
+    [(environment name, python, notebooks)]. Each environment's first notebook runs before its others, so that with
+    `wheel` its install cell installs the package into the fresh environment; the others' install cells stay the
+    no-op they are outside Colab (the cells are the same in every notebook: tools/sync_docs.py --check). The first
+    notebooks go first, then the rest in the plan's order, or sorted by the key `order(name, path)`. `grow(workers)`
+    adds threads; `result(name, path)` waits for one notebook; `report(result)` is called as each one ends; `threads`
+    is each kernel's OpenMP pool (by default the cores shared among the workers)."""
+
+    def __init__(self, plan, wheel=None, workers=2, timeout=900, save=False, report=None, threads=None, order=None):
+        if threads is None and workers > 1: threads = max(1, (os.cpu_count() or 1) // workers)  # else their OpenMP pools fight
+        self.specs = kernel_spec_dir({name: py for name, py, _ in plan}, figure_text=save, threads=threads)
+        self.env = dict(os.environ)   # as it is now: the kernels never see what a test changes later
+        self.options, self.report = dict(wheel=wheel, timeout=timeout, save=save), report
+        self.done = {(name, Path(p)): Future() for name, _, nbs in plan for p in nbs}
+        firsts = [(name, Path(nbs[0])) for name, _, nbs in plan if nbs]
+        self.first = dict(firsts)
+        self.jobs = queue.SimpleQueue()
+        rest = [(name, Path(p)) for name, _, nbs in plan for p in nbs[1:]]
+        for job in firsts + (sorted(rest, key=lambda job: order(*job)) if order else rest): self.jobs.put(job)
+        self.workers = 0
+        self.grow(workers)
+
+    def grow(self, workers):
+        "Have `workers` threads at work from now on (never fewer than now)."
+        for _ in range(self.workers, max(1, workers)): threading.Thread(target=self._work, daemon=True).start()
+        self.workers = max(self.workers, workers)
+
+    def _work(self):
+        while True:
+            try: name, path = self.jobs.get_nowait()
+            except queue.Empty: return
+            first = self.first[name] == path
+            if not first: self.done[name, self.first[name]].result()   # the environment holds the package
+            try: r = run_one(path, self.specs, name, self.env, **{**self.options, "wheel": self.options["wheel"] if first else None})
+            except BaseException as e: r = {"notebook": str(path), "kernel": name, "seconds": 0, "error": f"{type(e).__name__}: {e}"}
+            self.done[name, path].set_result(r)
+            try:
+                if self.report: self.report(r)
+            except Exception:   # a closed pipe, say: the results stand, and the other notebooks still run
+                self.report = None
+
+    def result(self, name, path):
+        return self.done[name, Path(path)].result()
 
 
 def run(paths, python=None, wheel=None, workers=2, timeout=900, save=False, report=None):
-    "Run the notebooks (the first alone, so that its install cell installs into a fresh environment); returns results in order; `report(result)` is called as each one ends."
-    # read when each client starts its kernel; stored figures record their smallest text
-    os.environ["JUPYTER_PATH"] = str(kernel_spec_dir(python or sys.executable, figure_text=save))
-    if workers > 1:  # kernels side by side share the cores: each gets its share, or their OpenMP pools fight over them
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
-    paths = [Path(p) for p in paths]
-    def one(p):
-        r = run_one(p, "tt-kernel", wheel, timeout, save)
-        if report: report(r)
-        return r
-    first = [one(paths[0])] if paths else []
-    with ThreadPoolExecutor(max(1, workers)) as ex:
-        rest = list(ex.map(one, paths[1:]))
-    return first + rest
+    "Run the notebooks in one environment (the first alone, see `Pool`); returns the results in order."
+    pool = Pool([("here", python or sys.executable, [Path(p) for p in paths])], wheel, workers, timeout, save, report)
+    return [pool.result("here", p) for p in paths]
 
 
 def main(argv=None):
