@@ -57,8 +57,9 @@ def start_in_background(items):
     """Start running the notebooks of the selected tests `items`, one at a time, each kernel with one thread: conftest.py
     calls this before the first test, so that they use what the unit tests leave of the two cores; the first notebook
     test makes it two at a time."""
-    if not POOL:
-        cases = {(item.callspec.params["kernel"], item.callspec.params["notebook"]) for item in items}
+    params = [item.callspec.params for item in items if hasattr(item, "callspec")]
+    cases = {(p["kernel"], p["notebook"]) for p in params if "kernel" in p}
+    if cases and not POOL:
         POOL.append(run_notebooks.Pool(plan(cases), wheel=os.environ.get("TT_WHEEL"), workers=1,
                                        threads=max(1, (os.cpu_count() or 1) // 2), order=lambda name, p: -SECONDS.get(p.stem, 0)))
 
@@ -80,3 +81,25 @@ def test_notebook_runs_alone(request, kernel, notebook):
     r = POOL[0].result(kernel, next(p for p in NBS if p.stem == notebook))
     print(f"{kernel} {notebook}: {r['seconds']} s")
     assert r["error"] is None, f"{notebook} failed in the {kernel} environment:\n{r['error']}"
+
+
+def _kernels_of_this_process():
+    "The kernel processes this process started and that still run (Linux's /proc)."
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try: fields, cmd = stat.read_text().rsplit(")", 1)[1].split(), (stat.parent / "cmdline").read_bytes()
+        except OSError: continue
+        if int(fields[1]) == os.getpid() and b"ipykernel_launcher" in cmd: out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc to list the kernels")
+def test_the_pool_leaves_no_kernel_running(tmp_path):
+    "Each notebook's kernel ends with it, in error or not: 76 idle kernels of half a gigabyte each would fill CI's memory."
+    import nbformat
+    for name, code in (("ok", "x = 1"), ("fails", "raise ValueError('on purpose')")):
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), tmp_path / f"{name}.ipynb")
+    before = _kernels_of_this_process()
+    results = run_notebooks.run([tmp_path / "ok.ipynb", tmp_path / "fails.ipynb"])
+    assert [r["error"] is None for r in results] == [True, False] and "on purpose" in results[1]["error"]
+    assert _kernels_of_this_process() == before

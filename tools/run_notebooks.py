@@ -82,7 +82,8 @@ def run_one(path, specs, kernel, env, wheel=None, timeout=900, save=False):
         error = re.sub(r"\x1b\[[0-9;]*m", "", str(e))[-4000:]  # without the terminal colours of the traceback
     except Exception as e:  # a dead kernel, a timeout
         error = f"{type(e).__name__}: {e}"[-4000:]
-    finally:
+    finally:   # the client shuts down only the kernels it made itself
+        if km.has_kernel: km.shutdown_kernel(now=True)
         shutil.rmtree(work, ignore_errors=True)
     if save and error is None:
         for kept, ran in zip(original.cells, nb.cells):
