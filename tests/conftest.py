@@ -50,39 +50,14 @@ def _check_inputs_seed():
     finally: _INPUTS['seed'] = 0
 
 
-LATE = ("test_grading.py", "test_data_parallel.py", "test_installed.py")
+# Last, in this order: the tests that install the wheel into the environments the notebooks ran in, or that need the
+# cores to themselves; then the site's, whose browser (Playwright's synchronous API, started once for the session) keeps
+# an event loop running in this thread until the session ends, where asyncio.run() would then fail.
+LATE = ("test_data_parallel.py", "test_grading.py", "test_installed.py", "test_site.py")
 
 
 def pytest_collection_modifyitems(config, items):
-    """The unit tests first, while the notebooks run beside them (`pytest_runtestloop`); then the notebooks' tests, which
-    wait for their notebook; then the tests that must have the cores to themselves (the grader's and torchrun's time
-    limits) or that reinstall the wheel into the environments the notebooks run in."""
-    def group(item): return 1 if item.path.name == "test_notebooks.py" else 2 if item.path.name in LATE else 0
+    """The unit tests first; then the notebooks' tests, while the environments the notebooks run in are as `.ci/run` made
+    them (the index installs the wheel into each); then the files of `LATE`, in its order."""
+    def group(item): return 1 if item.path.name == "test_notebooks.py" else 2 + LATE.index(item.path.name) if item.path.name in LATE else 0
     items.sort(key=group)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session):
-    "Before the first test, start what test modules run in the background (`start_in_background(items)`: the notebooks)."
-    if session.config.option.collectonly or (session.testsfailed and not session.config.option.continue_on_collection_errors):
-        return None
-    modules = {}
-    for item in session.items:
-        module = getattr(item, "module", None)
-        if hasattr(module, "start_in_background"): modules.setdefault(module, []).append(item)
-    for module, items in modules.items():
-        module.start_in_background(items)
-        BACKGROUND.append(module)
-    return None
-
-
-BACKGROUND = []   # the modules started above
-
-
-def pytest_terminal_summary(terminalreporter):
-    "What ran in the background, and how long each took (CI's log shows where its time goes)."
-    for module in BACKGROUND:
-        lines = module.background_summary() if hasattr(module, "background_summary") else []
-        if lines:
-            terminalreporter.write_sep("=", f"{module.__name__}: seconds per notebook, slowest first")
-            terminalreporter.write_line("\n".join(lines))

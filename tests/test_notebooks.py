@@ -7,8 +7,8 @@ in each environment, so it is what installs the package and its requirements. Ev
 environment; the chapters that depend on the torch version run in the others too. Without those variables (a
 developer's clone) every notebook runs in this interpreter.
 
-The notebooks start when the session does, one at a time beside the unit tests (conftest.py runs the unit tests
-first), and two at a time once the first of these tests is reached; each test waits for its own notebook.
+The first of these tests starts every selected notebook, two at a time (tools/run_notebooks.py's `Pool`, the slowest
+first, both environments in one queue); each test waits for its own notebook.
 """
 import os, sys
 from pathlib import Path
@@ -33,11 +33,11 @@ def kernels():
     return [tuple(s.split("=", 1)) for s in spec]
 
 
-# Seconds each took in a CI run (the slowest; two notebooks at a time): the slowest start first, so that none is left
+# Seconds the slowest took in a CI run (2026-11-30, one notebook at a time): they start first, so that none is left
 # running alone at the end. Only the order depends on them.
-SECONDS = {"12a_data_parallel": 226, "17a_sampling": 214, "09c_length_generalization": 204, "17_gpt": 188, "17c_llama": 186,
-           "15l_grading_class": 167, "17f_gguf": 142, "20_fast": 125, "11_copy_task": 108, "11c_number_words": 92,
-           "11b_decoding": 86, "05_layer_norm": 72}
+SECONDS = {"17c_llama": 167, "12a_data_parallel": 162, "17a_sampling": 144, "17_gpt": 140, "09c_length_generalization": 137,
+           "15l_grading_class": 111, "20_fast": 103, "17f_gguf": 86, "11_copy_task": 64, "11c_number_words": 59,
+           "11b_decoding": 53, "11a_model_files": 50, "05_layer_norm": 49, "16a_tokens": 45, "15d_grading_detector": 25}
 
 
 def plan(cases=None):
@@ -50,35 +50,28 @@ def plan(cases=None):
     return [(name, py, [p for p in nbs if p == FIRST or cases is None or (name, p.stem) in cases]) for name, py, nbs in envs]
 
 
-POOL = []
-
-
-def start_in_background(items):
-    """Start running the notebooks of the selected tests `items`, one at a time, each kernel with one thread: conftest.py
-    calls this before the first test, so that they use what the unit tests leave of the two cores; the first notebook
-    test makes it two at a time."""
-    params = [item.callspec.params for item in items if hasattr(item, "callspec")]
-    cases = {(p["kernel"], p["notebook"]) for p in params if "kernel" in p}
-    if cases and not POOL:
-        POOL.append(run_notebooks.Pool(plan(cases), wheel=os.environ.get("TT_WHEEL"), workers=1,
-                                       threads=max(1, (os.cpu_count() or 1) // 2), order=lambda name, p: -SECONDS.get(p.stem, 0)))
-
-
-def background_summary():
-    "Each notebook's seconds, slowest first (conftest.py prints this at the end, as CI's log shows where its time goes)."
-    done = [f.result() for f in POOL[0].done.values() if f.done()] if POOL else []
-    return [f"{r['seconds']:6.1f} s  {r['kernel']} {Path(r['notebook']).stem}" for r in sorted(done, key=lambda r: -r["seconds"])]
-
-
 CASES = [(name, p.stem) for name, _, nbs in plan() for p in nbs]
+
+
+@pytest.fixture(scope="session")
+def pool(request):
+    """The notebooks of the selected tests, started by the first of them, two at a time, the slowest first; at the end of
+    the session, each one's seconds (CI's log shows where its time goes)."""
+    params = [i.callspec.params for i in request.session.items if i.path == Path(__file__) and hasattr(i, "callspec")]
+    cases = {(p["kernel"], p["notebook"]) for p in params if "kernel" in p}
+    pool = run_notebooks.Pool(plan(cases), wheel=os.environ.get("TT_WHEEL"), workers=2, order=lambda name, p: -SECONDS.get(p.stem, 0))
+    yield pool
+    done = sorted((f.result() for f in pool.done.values() if f.done()), key=lambda r: -r["seconds"])
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter and done:
+        reporter.write_sep("=", "test_notebooks: seconds per notebook, slowest first")
+        reporter.write_line("\n".join(f"{r['seconds']:6.1f} s  {r['kernel']} {Path(r['notebook']).stem}" for r in done))
 
 
 @pytest.mark.notebooks
 @pytest.mark.parametrize("kernel, notebook", CASES, ids=[f"{k}-{n}" for k, n in CASES])
-def test_notebook_runs_alone(request, kernel, notebook):
-    start_in_background([request.node])   # when conftest.py has not started them
-    POOL[0].grow(2)
-    r = POOL[0].result(kernel, next(p for p in NBS if p.stem == notebook))
+def test_notebook_runs_alone(pool, kernel, notebook):
+    r = pool.result(kernel, next(p for p in NBS if p.stem == notebook))
     print(f"{kernel} {notebook}: {r['seconds']} s")
     assert r["error"] is None, f"{notebook} failed in the {kernel} environment:\n{r['error']}"
 
