@@ -62,10 +62,12 @@ def pool(request):
     pool = run_notebooks.Pool(plan(cases), wheel=os.environ.get("TT_WHEEL"), workers=2, order=lambda name, p: -SECONDS.get(p.stem, 0))
     yield pool
     done = sorted((f.result() for f in pool.done.values() if f.done()), key=lambda r: -r["seconds"])
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter and done:
-        reporter.write_sep("=", "test_notebooks: seconds per notebook, slowest first")
-        reporter.write_line("\n".join(f"{r['seconds']:6.1f} s  {r['kernel']} {Path(r['notebook']).stem}" for r in done))
+    reporter, capture = (request.config.pluginmanager.get_plugin(name) for name in ("terminalreporter", "capturemanager"))
+    if reporter and capture and done:
+        with capture.global_and_fixture_disabled():   # a fixture's teardown is captured, like a test
+            reporter.write_line("")
+            reporter.write_sep("=", "test_notebooks: seconds per notebook, slowest first")
+            reporter.write_line("\n".join(f"{r['seconds']:6.1f} s  {r['kernel']} {Path(r['notebook']).stem}" for r in done))
 
 
 @pytest.mark.notebooks
