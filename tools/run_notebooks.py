@@ -64,8 +64,7 @@ def kernel_spec_dir(pythons, figure_text=False, threads=None):
 
 def run_one(path, specs, kernel, env, wheel=None, timeout=900, save=False):
     """Execute the notebook at `path` alone in an empty folder, in the kernel `tt-{kernel}` of the folder `specs`, whose
-    process gets the variables `env` (not this process's at that moment: tests beside it may change those); returns a
-    result dict (error is None on success)."""
+    process gets the variables `env`; returns a result dict (error is None on success)."""
     import nbformat
     from jupyter_client import KernelManager
     from jupyter_client.kernelspec import KernelSpecManager
@@ -99,14 +98,14 @@ class Pool:
     [(environment name, python, notebooks)]. Each environment's first notebook runs before its others, so that with
     `wheel` its install cell installs the package into the fresh environment; the others' install cells stay the
     no-op they are outside Colab (the cells are the same in every notebook: tools/sync_docs.py --check). The first
-    notebooks go first, then the rest in the plan's order, or sorted by the key `order(name, path)`. `grow(workers)`
-    adds threads; `result(name, path)` waits for one notebook; `report(result)` is called as each one ends; `threads`
-    is each kernel's OpenMP pool (by default the cores shared among the workers)."""
+    notebooks go first, then the rest in the plan's order, or sorted by the key `order(name, path)`. `result(name,
+    path)` waits for one notebook; `report(result)` is called as each one ends; `threads` is each kernel's OpenMP pool
+    (by default the cores shared among the workers)."""
 
     def __init__(self, plan, wheel=None, workers=2, timeout=900, save=False, report=None, threads=None, order=None):
         if threads is None and workers > 1: threads = max(1, (os.cpu_count() or 1) // workers)  # else their OpenMP pools fight
         self.specs = kernel_spec_dir({name: py for name, py, _ in plan}, figure_text=save, threads=threads)
-        self.env = dict(os.environ)   # as it is now: the kernels never see what a test changes later
+        self.env = dict(os.environ)   # as they are when the pool starts, whatever the caller's threads change later
         self.options, self.report = dict(wheel=wheel, timeout=timeout, save=save), report
         self.done = {(name, Path(p)): Future() for name, _, nbs in plan for p in nbs}
         firsts = [(name, Path(nbs[0])) for name, _, nbs in plan if nbs]
@@ -114,13 +113,7 @@ class Pool:
         self.jobs = queue.SimpleQueue()
         rest = [(name, Path(p)) for name, _, nbs in plan for p in nbs[1:]]
         for job in firsts + (sorted(rest, key=lambda job: order(*job)) if order else rest): self.jobs.put(job)
-        self.workers = 0
-        self.grow(workers)
-
-    def grow(self, workers):
-        "Have `workers` threads at work from now on (never fewer than now)."
-        for _ in range(self.workers, max(1, workers)): threading.Thread(target=self._work, daemon=True).start()
-        self.workers = max(self.workers, workers)
+        for _ in range(max(1, workers)): threading.Thread(target=self._work, daemon=True).start()
 
     def _work(self):
         while True:
