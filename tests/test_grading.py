@@ -726,9 +726,10 @@ def _harms(folder, out, port):
     hoard = "import os\ntry:\n    fd = os.memfd_create('hoard'); os.posix_fallocate(fd, 0, 256 << 20); HELD = 'held 256 MiB'\n" \
             "except OSError as e:\n    HELD = f'memfd_create: {type(e).__name__}'"
     _cheat(folder, "mem", hoard, padding="def padding_mask(tokens, pad_id):\n    raise ValueError(HELD)\n")
-    # 1200 MiB of files, in 400 MiB files (under the 1 GiB a file may be) and 16 MiB writes (under the memory limit)
-    fill = "import time\nchunk = b'x' * (16 << 20)\nfor i in range(3):\n    with open(f'fill{i}', 'wb') as f:\n" \
-           "        for _ in range(25): f.write(chunk)\ntime.sleep(5)"
+    # 1200 MiB of files, in 400 MiB files (under the 1 GiB a file may be), their blocks taken by fallocate: writing them
+    # costs seconds of processor time (4.5 s here, in the kernel), enough with the kernel's start to meet --cpu 10 first
+    fill = "import os, time\nfor i in range(3):\n    with open(f'fill{i}', 'wb') as f: os.posix_fallocate(f.fileno(), 0, 400 << 20)\n" \
+           "time.sleep(5)"
     _cheat(folder, "dsk", fill)
     # every other process's environment it can read (the grader's holds the teacher's secret)
     spy = "def padding_mask(tokens, pad_id):\n    import os\n    seen = []\n    for pid in os.listdir('/proc'):\n" \
